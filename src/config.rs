@@ -1,0 +1,187 @@
+//! Service configuration, environments and the injectable clock.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The environment a service, key, order or event belongs to (spec §1).
+///
+/// Nothing of one environment is visible from the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Environment {
+    /// Test environment: no real money, simulated payments, keys start with `test_`.
+    Sandbox,
+    /// Production: real money, keys start with `prod_`.
+    Live,
+}
+
+impl Environment {
+    /// The name used in storage, the CLI and JSON: `sandbox` or `live`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "sandbox",
+            Environment::Live => "live",
+        }
+    }
+
+    /// The prefix every API key of this environment starts with.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "test_",
+            Environment::Live => "prod_",
+        }
+    }
+}
+
+impl fmt::Display for Environment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Environment {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sandbox" => Ok(Environment::Sandbox),
+            "live" => Ok(Environment::Live),
+            other => Err(Error::invalid("environment", format!("must be sandbox or live, got {other:?}"))),
+        }
+    }
+}
+
+/// A source of the current time, in Unix epoch milliseconds.
+///
+/// Injectable so that expiry, rate limits and retries can be tested without sleeping.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The real wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        chrono::Utc::now().timestamp_millis()
+    }
+}
+
+/// A clock that only moves when told to; for tests and simulations.
+#[derive(Debug)]
+pub struct ManualClock {
+    now_ms: AtomicI64,
+}
+
+impl ManualClock {
+    /// A clock standing at `now_ms`.
+    pub fn new(now_ms: i64) -> Self {
+        ManualClock { now_ms: AtomicI64::new(now_ms) }
+    }
+
+    /// Moves the clock forward (or back, with a negative value) by `ms` milliseconds.
+    pub fn advance_ms(&self, ms: i64) {
+        self.now_ms.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `now_ms`.
+    pub fn set_ms(&self, now_ms: i64) {
+        self.now_ms.store(now_ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.now_ms.load(Ordering::SeqCst)
+    }
+}
+
+/// Per-key request rate limit: a token bucket refilled at `per_second`, holding `burst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Tokens added per second; 0 turns the limit off.
+    pub per_second: u32,
+    /// Most tokens the bucket holds (the largest burst allowed).
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// No limit at all.
+    pub const OFF: RateLimit = RateLimit { per_second: 0, burst: 0 };
+}
+
+impl Default for RateLimit {
+    /// DESIGN §3: 100 requests per second with a burst of 100.
+    fn default() -> Self {
+        RateLimit { per_second: 100, burst: 100 }
+    }
+}
+
+/// How the service runs. Build one with [`Config::new`] and adjust the public fields.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The environment this service serves.
+    pub environment: Environment,
+    /// Base address of the hosted payment page; `payment_url` is this plus `?id=<order_id>`.
+    pub payment_page_url: String,
+    /// Per-key rate limit.
+    pub rate_limit: RateLimit,
+    /// How long an invoice's quote stays valid (DESIGN §6: 30 minutes).
+    pub invoice_ttl: Duration,
+    /// Crypto currencies customers may pay in (`pay_currency`), upper case.
+    pub pay_currencies: Vec<String>,
+    /// The `pay_currency` used when a request names none.
+    pub default_pay_currency: String,
+    /// `synchronous=FULL` (true, the default: money) or `NORMAL` (false, faster).
+    pub synchronous_full: bool,
+    /// How long a write waits for another connection or process to finish.
+    pub busy_timeout: Duration,
+    /// Where the key that encrypts webhook secrets at rest lives. `None`: beside the
+    /// database, at `<database path>.key`.
+    pub secret_key_path: Option<std::path::PathBuf>,
+    /// The clock used for timestamps, expiry and rate limiting.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Config {
+    /// Defaults for `environment`: payment page at `http://127.0.0.1:8080/pay`, rate
+    /// limit 100/s, invoice TTL 30 min, pay currencies USDT, USDC, BTC, ETH (USDT default).
+    pub fn new(environment: Environment) -> Self {
+        Config {
+            environment,
+            payment_page_url: "http://127.0.0.1:8080/pay".to_string(),
+            rate_limit: RateLimit::default(),
+            invoice_ttl: Duration::from_secs(30 * 60),
+            pay_currencies: ["USDT", "USDC", "BTC", "ETH"].iter().map(|c| c.to_string()).collect(),
+            default_pay_currency: "USDT".to_string(),
+            synchronous_full: true,
+            busy_timeout: Duration::from_secs(30),
+            secret_key_path: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Checks that the configuration is usable.
+    pub(crate) fn validate(&self) -> Result<()> {
+        url::Url::parse(&self.payment_page_url)
+            .map_err(|e| Error::new(crate::ErrorKind::Config(format!("payment_page_url: {e}"))))?;
+        if !self.pay_currencies.contains(&self.default_pay_currency) {
+            return Err(Error::new(crate::ErrorKind::Config(format!(
+                "default_pay_currency {} is not one of pay_currencies",
+                self.default_pay_currency
+            ))));
+        }
+        for code in &self.pay_currencies {
+            if crate::money::coin_decimals(code).is_none() {
+                return Err(Error::new(crate::ErrorKind::Config(format!("unknown pay currency {code}"))));
+            }
+        }
+        Ok(())
+    }
+}

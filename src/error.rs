@@ -1,0 +1,170 @@
+//! The one error type of the crate and its mapping to the spec's error codes.
+//!
+//! Every surface (Rust, wire layer, C, Python) reports failures through [`Error`]; the
+//! mapping from a kind to the spec's `error_code` and HTTP status lives in
+//! [`Error::error_code`] and [`Error::http_status`] and nowhere else.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from any coinorder operation.
+///
+/// Boxed so that `Result<T>` stays one pointer wide on the happy path.
+#[derive(Debug)]
+pub struct Error {
+    kind: Box<ErrorKind>,
+}
+
+/// What went wrong. Each variant maps to exactly one spec error code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A request parameter is missing or breaks a rule (spec `PARAMETERS_MISSING`).
+    #[error("{field}: {rule}")]
+    InvalidParameter {
+        /// The request field at fault.
+        field: String,
+        /// The rule it breaks, in words.
+        rule: String,
+    },
+    /// A length or size limit of the spec §8 was exceeded (spec `API_LIMIT_EXCEEDED`).
+    #[error("{field}: {rule}")]
+    LimitExceeded {
+        /// The request field at fault.
+        field: String,
+        /// The limit, in words.
+        rule: String,
+    },
+    /// The key made more requests than its rate limit allows (spec `API_LIMIT_EXCEEDED`).
+    #[error("API request limit is exceeded")]
+    RateLimited,
+    /// No key was sent, or the key is inactive (spec `AUTHENTICATION_FAILED`).
+    #[error("{0}")]
+    AuthenticationFailed(&'static str),
+    /// The key is unknown, deleted, malformed or of the other environment (HTTP 401).
+    #[error("API credentials are not valid")]
+    Unauthorized,
+    /// The order does not exist for this merchant and environment (spec `ORDER_NOT_VALID`).
+    #[error("order not found")]
+    OrderNotFound,
+    /// The merchant_order_id is already used by a different order.
+    #[error("merchant_order_id: {0:?} is already used by a different order")]
+    DuplicateOrder(String),
+    /// No API key with that id exists.
+    #[error("api key {0:?} not found")]
+    KeyNotFound(String),
+    /// The path or method is not part of the API (HTTP 404).
+    #[error("Page or action not found")]
+    NotFound,
+    /// The database file was written by a newer coinorder.
+    #[error("database schema version {found} is newer than this library supports ({supported}); upgrade coinorder")]
+    SchemaTooNew {
+        /// The `user_version` found in the file.
+        found: i64,
+        /// The newest version this library knows.
+        supported: i64,
+    },
+    /// The service was configured with values it cannot use.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The storage layer failed.
+    #[error("storage error: {0}")]
+    Storage(#[source] rusqlite::Error),
+    /// The key file holding the secret-encryption key could not be used.
+    #[error("secret store error: {0}")]
+    SecretStore(String),
+}
+
+impl Error {
+    /// Creates an error of the given kind.
+    pub fn new(kind: ErrorKind) -> Self {
+        Error { kind: Box::new(kind) }
+    }
+
+    /// The kind of this error, for matching.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// A missing or invalid request parameter (`PARAMETERS_MISSING`).
+    pub fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidParameter { field: field.into(), rule: rule.into() })
+    }
+
+    /// A limit of spec §8 exceeded (`API_LIMIT_EXCEEDED`).
+    pub fn limit(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Error::new(ErrorKind::LimitExceeded { field: field.into(), rule: rule.into() })
+    }
+
+    /// The spec's `error_code` string for this error.
+    pub fn error_code(&self) -> &'static str {
+        match &*self.kind {
+            ErrorKind::InvalidParameter { .. } => "PARAMETERS_MISSING",
+            ErrorKind::LimitExceeded { .. } | ErrorKind::RateLimited => "API_LIMIT_EXCEEDED",
+            ErrorKind::AuthenticationFailed(_) => "AUTHENTICATION_FAILED",
+            ErrorKind::Unauthorized => "Unauthorized",
+            ErrorKind::OrderNotFound => "ORDER_NOT_VALID",
+            ErrorKind::DuplicateOrder(_) => "ORDER_DUPLICATE",
+            ErrorKind::KeyNotFound(_) => "KEY_NOT_FOUND",
+            ErrorKind::NotFound => "Not Found",
+            ErrorKind::SchemaTooNew { .. }
+            | ErrorKind::Config(_)
+            | ErrorKind::Storage(_)
+            | ErrorKind::SecretStore(_) => "InternalServerError",
+        }
+    }
+
+    /// The HTTP status the wire layer answers with for this error.
+    pub fn http_status(&self) -> u16 {
+        match &*self.kind {
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::NotFound | ErrorKind::KeyNotFound(_) => 404,
+            ErrorKind::SchemaTooNew { .. }
+            | ErrorKind::Config(_)
+            | ErrorKind::Storage(_)
+            | ErrorKind::SecretStore(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// True for failures of the service itself rather than of the request; their text
+    /// is never shown to an HTTP client.
+    pub fn is_internal(&self) -> bool {
+        self.http_status() == 500
+    }
+
+    /// The message shown to API clients: internal details are replaced by a generic text.
+    pub fn public_message(&self) -> String {
+        if self.is_internal() {
+            "Server error".to_string()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.kind)
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Error::new(kind)
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Self {
+        Error::new(ErrorKind::Storage(err))
+    }
+}

@@ -1,0 +1,185 @@
+//! API keys (spec §2.6, §5; DESIGN §3): generation, hashing and the key types.
+//!
+//! A key is `test_` (sandbox) or `prod_` (live) followed by 40 random base62 characters
+//! from the OS RNG. Only its SHA-256 hash is stored; the plain key is returned once, at
+//! creation. Lookups go by hash and the final comparison is constant-time.
+
+use rand::distr::{Alphanumeric, SampleString};
+use rand::rngs::OsRng;
+use rand::TryRngCore;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::Environment;
+pub use crate::secrets::SecretString;
+use crate::time::Timestamp;
+
+/// Random characters after the environment prefix.
+const KEY_RANDOM_LEN: usize = 40;
+
+/// Whether a key may be used (spec §3: Active and Inactive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyStatus {
+    /// Requests with the key are accepted.
+    Active,
+    /// Every request with the key is rejected with `AUTHENTICATION_FAILED`; the key is kept.
+    Inactive,
+}
+
+impl KeyStatus {
+    /// `active` or `inactive`, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyStatus::Active => "active",
+            KeyStatus::Inactive => "inactive",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "active" => Some(KeyStatus::Active),
+            "inactive" => Some(KeyStatus::Inactive),
+            _ => None,
+        }
+    }
+}
+
+/// An API key as listed: everything but the key itself and its signing secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiKey {
+    /// Stable identifier used to manage the key (`key_` + 16 base62 characters).
+    pub id: String,
+    /// The host application's merchant account id.
+    pub user_id: i64,
+    /// The environment the key works in.
+    #[serde(serialize_with = "serialize_environment")]
+    pub environment: Environment,
+    /// Active or inactive.
+    pub status: KeyStatus,
+    /// Where events of this key's orders go when an order names no `webhook_url`.
+    pub webhook_url: Option<String>,
+    /// The prefix and last four characters, so a person can tell keys apart.
+    pub key_hint: String,
+    /// When the key was created.
+    #[serde(rename = "created_at")]
+    pub created_at_ms: Timestamp,
+    /// When the key last authenticated a request (updated at most once a minute).
+    #[serde(rename = "last_used_at")]
+    pub last_used_at_ms: Option<Timestamp>,
+}
+
+fn serialize_environment<S: serde::Serializer>(env: &Environment, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(env.as_str())
+}
+
+/// What to create a key with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApiKey {
+    /// The host application's merchant account id the key acts for.
+    pub user_id: i64,
+    /// Sandbox or live, fixed for the key's life.
+    pub environment: Environment,
+    /// Optional default webhook URL for the key's orders.
+    pub webhook_url: Option<String>,
+}
+
+/// A freshly created key: the only time the plain key is available.
+#[derive(Debug, Clone)]
+pub struct CreatedApiKey {
+    /// The stored key record.
+    pub key: ApiKey,
+    /// The key to send in `x-api-key`; shown once, never stored.
+    pub plain_key: SecretString,
+    /// The `whsec_` secret webhooks of this key are signed with.
+    pub webhook_secret: SecretString,
+}
+
+/// The authenticated caller of an API request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merchant {
+    /// The key that authenticated the request.
+    pub key_id: String,
+    /// The merchant account the key belongs to.
+    pub user_id: i64,
+    /// The environment of the key (always the service's own).
+    pub environment: Environment,
+}
+
+/// `len` random base62 characters from the operating system's RNG.
+pub(crate) fn random_base62(len: usize) -> String {
+    Alphanumeric.sample_string(&mut OsRng.unwrap_err(), len)
+}
+
+/// A new plain API key for `environment`.
+pub(crate) fn generate_key(environment: Environment) -> SecretString {
+    SecretString::new(format!("{}{}", environment.key_prefix(), random_base62(KEY_RANDOM_LEN)))
+}
+
+/// A new webhook signing secret: `whsec_` + base64 of 32 random bytes.
+pub(crate) fn generate_webhook_secret() -> SecretString {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut OsRng.unwrap_err(), &mut bytes);
+    SecretString::new(format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(bytes)))
+}
+
+/// A new key id.
+pub(crate) fn generate_key_id() -> String {
+    format!("key_{}", random_base62(16))
+}
+
+/// The stored form of a key.
+pub(crate) fn hash_key(plain: &str) -> [u8; 32] {
+    Sha256::digest(plain.as_bytes()).into()
+}
+
+/// `test_ab…wxyz`-style hint showing the prefix and the last four characters.
+pub(crate) fn key_hint(plain: &str) -> String {
+    let tail: String = plain.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let prefix = plain.get(..5).unwrap_or("");
+    format!("{prefix}…{tail}")
+}
+
+/// The environment a well-formed key belongs to, or `None` for a malformed key.
+pub(crate) fn key_environment(plain: &str) -> Option<Environment> {
+    let env = [Environment::Sandbox, Environment::Live]
+        .into_iter()
+        .find(|env| plain.starts_with(env.key_prefix()))?;
+    let rest = &plain[env.key_prefix().len()..];
+    (rest.len() == KEY_RANDOM_LEN && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(env)
+}
+
+/// Constant-time equality of two key hashes.
+pub(crate) fn hashes_match(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_the_environment_prefix_and_40_base62() {
+        let key = generate_key(Environment::Sandbox);
+        assert!(key.expose().starts_with("test_"));
+        assert_eq!(key.expose().len(), 45);
+        assert_eq!(key_environment(key.expose()), Some(Environment::Sandbox));
+        let live = generate_key(Environment::Live);
+        assert_eq!(key_environment(live.expose()), Some(Environment::Live));
+        assert_eq!(key_environment("test_short"), None);
+        assert_eq!(key_environment(&format!("test_{}", "!".repeat(40))), None);
+        assert_ne!(generate_key(Environment::Live), live);
+    }
+
+    #[test]
+    fn secrets_are_whsec_base64_of_32_bytes() {
+        use base64::Engine;
+        let secret = generate_webhook_secret();
+        let encoded = secret.expose().strip_prefix("whsec_").unwrap_or("");
+        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap_or_default();
+        assert_eq!(decoded.len(), 32);
+        assert!(decoded.iter().any(|b| *b != 0));
+    }
+}

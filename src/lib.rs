@@ -1,0 +1,65 @@
+//! # coinorder
+//!
+//! An embeddable crypto-payment order engine: the `/v1/orders` order service of the
+//! spec (orders priced in fiat and paid in crypto, invoices with quotes and expiry, API
+//! keys, and the HTTP API) running in-process over one SQLite file.
+//!
+//! Two layers share one code path:
+//! - the typed API on [`Service`]: [`Service::create_order`], [`Service::get_order`],
+//!   [`Service::list_orders`], key management ([`Service::create_key`] and friends);
+//! - the wire layer [`Service::handle`], which takes an HTTP-shaped [`WireRequest`] and
+//!   returns the exact status and JSON body of the spec, for any HTTP server to mount
+//!   (the bundled [`Server`] is one).
+//!
+//! ```no_run
+//! use coinorder::{Config, CreateOrder, Environment, NewApiKey, Service, WireRequest};
+//!
+//! # fn main() -> coinorder::Result<()> {
+//! let service = Service::open("coinorder.db", Config::new(Environment::Sandbox))?;
+//! let key = service.create_key(NewApiKey { user_id: 42, environment: Environment::Sandbox, webhook_url: None })?;
+//! let merchant = service.authenticate(Some(key.plain_key.expose()))?;
+//! let order = service.create_order(&merchant, &CreateOrder {
+//!     currency: "USD".into(),
+//!     amount: "19.99".parse().map_err(|_| coinorder::Error::invalid("amount", "bad"))?,
+//!     ..Default::default()
+//! })?;
+//! println!("pay at {}", order.payment_url);
+//!
+//! let response = service.handle(
+//!     &WireRequest::new("GET", &format!("/v1/orders/{}", order.order.order.order_id))
+//!         .header("x-api-key", key.plain_key.expose()),
+//! );
+//! assert_eq!(response.status, 200);
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod keys;
+pub mod money;
+mod orders;
+mod rate_limit;
+mod rates;
+mod render;
+mod secrets;
+// mod server;
+mod service;
+mod storage;
+mod time;
+mod wire;
+
+pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
+pub use orders::{
+    CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice,
+    DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
+};
+pub use secrets::SecretString;
+// pub use server::{Server, ServerHandle};
+pub use service::Service;
+pub use storage::SCHEMA_VERSION;
+pub use time::Timestamp;
+pub use wire::{parse_create_order, parse_list_query, WireRequest, WireResponse, MAX_BODY_BYTES};

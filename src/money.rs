@@ -1,0 +1,142 @@
+//! Exact money: fiat currency rules (ISO 4217), crypto coin precision, parsing and
+//! rounding. Amounts are [`Decimal`] from parsing to storage to rendering; no binary
+//! float ever holds money.
+
+use std::str::FromStr;
+
+use rust_decimal::prelude::*;
+pub use rust_decimal::Decimal;
+
+use crate::error::{Error, Result};
+
+/// The largest fiat amount an order may carry (DESIGN §4).
+pub const MAX_FIAT_AMOUNT: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0); // 1e12
+
+/// Coins we know how to quote, with the number of decimals each is divisible into.
+const COINS: &[(&str, u32)] = &[
+    ("USDT", 6),
+    ("USDC", 6),
+    ("BTC", 8),
+    ("ETH", 18),
+    ("LTC", 8),
+    ("TRX", 6),
+    ("SOL", 9),
+];
+
+/// The number of decimals a crypto coin is divisible into, or `None` for an unknown coin.
+pub fn coin_decimals(code: &str) -> Option<u32> {
+    COINS.iter().find(|(c, _)| *c == code).map(|(_, d)| *d)
+}
+
+/// Checks a fiat currency code and returns its minor-unit count (USD 2, JPY 0, KWD 3).
+///
+/// Accepts only upper-case ISO 4217 codes of real currencies (not funds, metals or the
+/// test code `XXX`, which have no minor unit).
+pub fn fiat_minor_units(field: &str, code: &str) -> Result<u32> {
+    let rule = || Error::invalid(field, format!("must be an upper-case ISO 4217 currency code, got {code:?}"));
+    if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(rule());
+    }
+    let currency = iso_currency::Currency::from_code(code).ok_or_else(rule)?;
+    currency.exponent().map(u32::from).ok_or_else(rule)
+}
+
+/// Parses a decimal amount from its text (`"19.99"`, `"1e3"`), exactly.
+pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
+    let text = text.trim();
+    let bad = || Error::invalid(field, format!("must be a decimal number, got {text:?}"));
+    if text.is_empty() || text.len() > 64 {
+        return Err(bad());
+    }
+    let parsed = if text.contains(['e', 'E']) {
+        Decimal::from_scientific(text)
+    } else {
+        Decimal::from_str_exact(text)
+    };
+    parsed.map(|d| d.normalize()).map_err(|_| bad())
+}
+
+/// Checks a fiat amount against DESIGN §4: greater than 0, at most 1e12, and no more
+/// decimals than the currency's minor unit.
+pub fn check_fiat_amount(field: &str, amount: Decimal, minor_units: u32, currency: &str) -> Result<Decimal> {
+    let amount = amount.normalize();
+    if amount <= Decimal::ZERO {
+        return Err(Error::invalid(field, "must be greater than 0"));
+    }
+    if amount > MAX_FIAT_AMOUNT {
+        return Err(Error::invalid(field, "must be at most 1000000000000"));
+    }
+    if amount.scale() > minor_units {
+        return Err(Error::invalid(
+            field,
+            format!("{currency} allows at most {minor_units} decimal places"),
+        ));
+    }
+    Ok(amount)
+}
+
+/// The crypto amount that pays `fiat` at `rate` (fiat per coin), rounded *up* to the
+/// coin's `decimals` so the merchant is never short.
+pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Decimal> {
+    if rate <= Decimal::ZERO {
+        return None;
+    }
+    let quotient = fiat.checked_div(rate)?;
+    let mut amount = quotient.round_dp_with_strategy(decimals, RoundingStrategy::AwayFromZero);
+    // The division itself is rounded at 28 significant digits; make sure the rounded-up
+    // result really covers the fiat amount, one unit of the last place at a time.
+    let unit = Decimal::new(1, decimals);
+    if let Some(covered) = amount.checked_mul(rate) {
+        if covered < fiat {
+            amount = amount.checked_add(unit)?;
+        }
+    }
+    Some(amount.normalize())
+}
+
+/// The decimal as a JSON number with exactly its digits (no float round trip).
+pub fn to_json_number(amount: Decimal) -> serde_json::Value {
+    let text = amount.normalize().to_string();
+    match serde_json::Number::from_str(&text) {
+        Ok(number) => serde_json::Value::Number(number),
+        // A normalized Decimal always prints as a valid JSON number.
+        Err(_) => serde_json::Value::String(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_amount_is_one_trillion() {
+        assert_eq!(MAX_FIAT_AMOUNT, Decimal::from(1_000_000_000_000_i64));
+    }
+
+    #[test]
+    fn minor_units_follow_iso_4217() {
+        assert_eq!(fiat_minor_units("currency", "NGN").ok(), Some(2));
+        assert_eq!(fiat_minor_units("currency", "JPY").ok(), Some(0));
+        assert_eq!(fiat_minor_units("currency", "KWD").ok(), Some(3));
+        assert!(fiat_minor_units("currency", "usd").is_err());
+        assert!(fiat_minor_units("currency", "XAU").is_err());
+        assert!(fiat_minor_units("currency", "ABC").is_err());
+    }
+
+    #[test]
+    fn amounts_are_exact() {
+        let amount = parse_decimal("amount", "19.99").unwrap_or_default();
+        assert_eq!(to_json_number(amount).to_string(), "19.99");
+        assert_eq!(parse_decimal("amount", "1e3").unwrap_or_default(), Decimal::from(1000));
+        assert!(parse_decimal("amount", "NaN").is_err());
+        assert!(parse_decimal("amount", "1.2.3").is_err());
+    }
+
+    #[test]
+    fn crypto_amount_rounds_up() {
+        let fiat = Decimal::from(100);
+        let rate = Decimal::from(3);
+        assert_eq!(crypto_amount(fiat, rate, 6), Some(Decimal::from_str_exact("33.333334").unwrap_or_default()));
+        assert_eq!(crypto_amount(Decimal::from(10), Decimal::from(4), 8), Some(Decimal::from_str_exact("2.5").unwrap_or_default()));
+    }
+}

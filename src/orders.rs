@@ -1,0 +1,379 @@
+//! Orders and invoices (spec §2, §4; DESIGN §4): the types, and every validation rule
+//! for Create Order and Get Orders in one place.
+
+use std::fmt;
+
+use rust_decimal::Decimal;
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Environment};
+use crate::error::{Error, Result};
+use crate::money;
+use crate::time::Timestamp;
+
+/// Most characters in `title` (spec §8).
+pub const TITLE_MAX_CHARS: usize = 200;
+/// Most characters in `description` (spec §8).
+pub const DESCRIPTION_MAX_CHARS: usize = 800;
+/// Most characters in `merchant_order_id`.
+pub const MERCHANT_ORDER_ID_MAX_CHARS: usize = 128;
+/// Most characters in a URL field.
+pub const URL_MAX_CHARS: usize = 2048;
+/// Most characters in `customer_email`.
+pub const EMAIL_MAX_CHARS: usize = 254;
+/// Default page size of Get Orders (spec §4.3).
+pub const LIST_DEFAULT_LIMIT: u32 = 10;
+/// Largest page size of Get Orders (spec §4.3).
+pub const LIST_MAX_LIMIT: u32 = 50;
+
+/// The state of an order and of its invoice (DESIGN §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderStatus {
+    /// Created, nothing paid yet.
+    New,
+    /// A payment was seen but does not yet cover the amount or is unconfirmed.
+    Pending,
+    /// Confirmed payments cover the invoice. Terminal.
+    Paid,
+    /// The invoice expired with no payment. Terminal.
+    Expired,
+    /// The invoice expired short, or a payment was rejected. Terminal.
+    Failed,
+    /// Cancelled by the customer or the merchant. Terminal.
+    Cancelled,
+}
+
+impl OrderStatus {
+    /// Every state, in lifecycle order.
+    pub const ALL: [OrderStatus; 6] = [
+        OrderStatus::New,
+        OrderStatus::Pending,
+        OrderStatus::Paid,
+        OrderStatus::Expired,
+        OrderStatus::Failed,
+        OrderStatus::Cancelled,
+    ];
+
+    /// The wire name: `NEW`, `PENDING`, `PAID`, `EXPIRED`, `FAILED`, `CANCELLED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::New => "NEW",
+            OrderStatus::Pending => "PENDING",
+            OrderStatus::Paid => "PAID",
+            OrderStatus::Expired => "EXPIRED",
+            OrderStatus::Failed => "FAILED",
+            OrderStatus::Cancelled => "CANCELLED",
+        }
+    }
+
+    /// Parses a wire name; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        OrderStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// True for PAID, EXPIRED, FAILED and CANCELLED.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, OrderStatus::New | OrderStatus::Pending)
+    }
+}
+
+impl fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A Create Order request (spec §2.1), with the amount already an exact decimal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateOrder {
+    /// The merchant's own unique reference; generated (`ord_` + 24 base62) when absent.
+    pub merchant_order_id: Option<String>,
+    /// Upper-case ISO 4217 fiat code.
+    pub currency: String,
+    /// Amount in `currency`, exact.
+    pub amount: Decimal,
+    /// At most 200 characters.
+    pub title: Option<String>,
+    /// At most 800 characters.
+    pub description: Option<String>,
+    /// Where the customer's browser goes after paying or cancelling.
+    pub callback_url: Option<String>,
+    /// Where payment events for this order are sent.
+    pub webhook_url: Option<String>,
+    /// Optional page for a successful payment.
+    pub success_url: Option<String>,
+    /// Optional page for a cancelled payment.
+    pub cancel_url: Option<String>,
+    /// The payment link is also e-mailed here.
+    pub customer_email: Option<String>,
+    /// The crypto currency the customer pays in; the configured default when absent.
+    pub pay_currency: Option<String>,
+}
+
+/// A Create Order request that passed every rule, normalized.
+#[derive(Debug, Clone)]
+pub(crate) struct ValidOrder {
+    pub merchant_order_id: Option<String>,
+    pub currency: String,
+    pub amount: Decimal,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub callback_url: Option<String>,
+    pub webhook_url: Option<String>,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+    pub customer_email: Option<String>,
+    pub pay_currency: String,
+}
+
+impl ValidOrder {
+    /// A digest of everything the merchant sent, to tell an identical retry (replayed)
+    /// from a different order reusing a `merchant_order_id` (refused).
+    pub fn fingerprint(&self) -> Vec<u8> {
+        let mut hasher = Sha256::new();
+        let fields: [&str; 11] = [
+            self.merchant_order_id.as_deref().unwrap_or(""),
+            &self.currency,
+            &self.amount.normalize().to_string(),
+            self.title.as_deref().unwrap_or("\u{0}"),
+            self.description.as_deref().unwrap_or("\u{0}"),
+            self.callback_url.as_deref().unwrap_or("\u{0}"),
+            self.webhook_url.as_deref().unwrap_or("\u{0}"),
+            self.success_url.as_deref().unwrap_or("\u{0}"),
+            self.cancel_url.as_deref().unwrap_or("\u{0}"),
+            self.customer_email.as_deref().unwrap_or("\u{0}"),
+            &self.pay_currency,
+        ];
+        for field in fields {
+            hasher.update((field.len() as u64).to_le_bytes());
+            hasher.update(field.as_bytes());
+        }
+        hasher.finalize().to_vec()
+    }
+}
+
+impl CreateOrder {
+    /// Applies every rule of DESIGN §4 and returns the normalized order.
+    pub(crate) fn validate(&self, config: &Config) -> Result<ValidOrder> {
+        let minor_units = money::fiat_minor_units("currency", &self.currency)?;
+        let amount = money::check_fiat_amount("amount", self.amount, minor_units, &self.currency)?;
+        let merchant_order_id = match &self.merchant_order_id {
+            Some(id) => Some(check_merchant_order_id(id)?.to_string()),
+            None => None,
+        };
+        let title = check_text("title", self.title.as_deref(), TITLE_MAX_CHARS)?;
+        let description = check_text("description", self.description.as_deref(), DESCRIPTION_MAX_CHARS)?;
+        let pay_currency = match self.pay_currency.as_deref() {
+            None => config.default_pay_currency.clone(),
+            Some(code) if config.pay_currencies.iter().any(|c| c == code) => code.to_string(),
+            Some(code) => {
+                return Err(Error::invalid(
+                    "pay_currency",
+                    format!("must be one of {}, got {code:?}", config.pay_currencies.join(", ")),
+                ))
+            }
+        };
+        Ok(ValidOrder {
+            merchant_order_id,
+            currency: self.currency.clone(),
+            amount,
+            title,
+            description,
+            callback_url: check_url("callback_url", self.callback_url.as_deref())?,
+            webhook_url: check_url("webhook_url", self.webhook_url.as_deref())?,
+            success_url: check_url("success_url", self.success_url.as_deref())?,
+            cancel_url: check_url("cancel_url", self.cancel_url.as_deref())?,
+            customer_email: check_email("customer_email", self.customer_email.as_deref())?,
+            pay_currency,
+        })
+    }
+}
+
+fn check_merchant_order_id(id: &str) -> Result<&str> {
+    let chars = id.chars().count();
+    if chars == 0 || chars > MERCHANT_ORDER_ID_MAX_CHARS {
+        return Err(Error::invalid(
+            "merchant_order_id",
+            format!("must be 1 to {MERCHANT_ORDER_ID_MAX_CHARS} characters"),
+        ));
+    }
+    if id.chars().any(|c| c.is_control() || c.is_whitespace() && c != ' ') {
+        return Err(Error::invalid("merchant_order_id", "must contain only printable characters"));
+    }
+    Ok(id)
+}
+
+fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Option<String>> {
+    match text {
+        Some(text) if text.chars().count() > max_chars => {
+            Err(Error::limit(field, format!("at most {max_chars} characters")))
+        }
+        other => Ok(other.map(str::to_string)),
+    }
+}
+
+/// Checks an optional absolute http(s) URL of at most 2048 characters.
+pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
+    let Some(text) = text else { return Ok(None) };
+    if text.chars().count() > URL_MAX_CHARS {
+        return Err(Error::invalid(field, format!("at most {URL_MAX_CHARS} characters")));
+    }
+    let parsed = url::Url::parse(text)
+        .map_err(|e| Error::invalid(field, format!("must be an absolute http(s) URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
+        return Err(Error::invalid(field, "must be an absolute http(s) URL"));
+    }
+    Ok(Some(text.to_string()))
+}
+
+fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {
+    let Some(text) = text else { return Ok(None) };
+    if text.chars().count() > EMAIL_MAX_CHARS {
+        return Err(Error::invalid(field, format!("at most {EMAIL_MAX_CHARS} characters")));
+    }
+    let options = email_address::Options::default().without_display_text().with_required_tld();
+    email_address::EmailAddress::parse_with_options(text, options)
+        .map_err(|_| Error::invalid(field, "must be a valid e-mail address"))?;
+    Ok(Some(text.to_string()))
+}
+
+/// A stored order (spec §2.2, §2.3, §2.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    /// Service-assigned UUID.
+    pub order_id: String,
+    /// Merchant account id.
+    pub user_id: i64,
+    /// Sandbox or live.
+    pub environment: Environment,
+    /// The key that created the order (its webhook URL is the fallback target).
+    pub key_id: String,
+    /// The merchant's or the generated reference.
+    pub merchant_order_id: String,
+    /// As sent.
+    pub title: Option<String>,
+    /// As sent.
+    pub description: Option<String>,
+    /// As sent.
+    pub callback_url: Option<String>,
+    /// As sent.
+    pub webhook_url: Option<String>,
+    /// As sent.
+    pub success_url: Option<String>,
+    /// As sent.
+    pub cancel_url: Option<String>,
+    /// As sent.
+    pub customer_email: Option<String>,
+    /// Fiat amount, exact.
+    pub amount: Decimal,
+    /// Fiat currency code.
+    pub currency: String,
+    /// Empty until a payment is seen, then the fiat code.
+    pub receive_currency: String,
+    /// Current state.
+    pub status: OrderStatus,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+    /// Deletion flag (always false today; kept for the spec's `deleted` member).
+    pub deleted: bool,
+}
+
+/// An order's invoice: the crypto quote (spec §2.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invoice {
+    /// Invoice UUID.
+    pub invoice_id: String,
+    /// The owning order.
+    pub order_id: String,
+    /// The owning order's merchant reference.
+    pub merchant_order_id: String,
+    /// Crypto amount to pay, rounded up to the coin's decimals.
+    pub amount: Decimal,
+    /// Crypto currency code.
+    pub currency: String,
+    /// The quoted rate, fiat per coin.
+    pub rate: Decimal,
+    /// Invoice state.
+    pub status: OrderStatus,
+    /// Amount received so far, in the fiat currency.
+    pub receive_amount: Decimal,
+    /// Empty until a payment is seen, then the fiat code.
+    pub receive_currency: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// When the quote expires.
+    pub expired_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+}
+
+/// An order with its invoice, as Get Order returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderWithInvoice {
+    /// The order.
+    pub order: Order,
+    /// Its invoice.
+    pub invoice: Invoice,
+}
+
+/// The result of Create Order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedOrder {
+    /// The order and its invoice.
+    pub order: OrderWithInvoice,
+    /// The hosted payment page link (`?id=<order_id>`).
+    pub payment_url: String,
+    /// True when this was an identical retry of an earlier request: nothing new was
+    /// created and the original response is returned.
+    pub replayed: bool,
+    /// The exact JSON body of the original 201 response (what a replay returns).
+    pub response_body: String,
+}
+
+/// Get Orders query (spec §4.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOrders {
+    /// Only orders in this state; all when `None`.
+    pub status: Option<OrderStatus>,
+    /// Page size, 1 to 50.
+    pub limit: u32,
+    /// Index of the first order returned.
+    pub offset: u64,
+}
+
+impl Default for ListOrders {
+    fn default() -> Self {
+        ListOrders { status: None, limit: LIST_DEFAULT_LIMIT, offset: 0 }
+    }
+}
+
+impl ListOrders {
+    /// Checks the limit (1..=50; above 50 is `API_LIMIT_EXCEEDED`).
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.limit == 0 {
+            return Err(Error::invalid("limit", format!("must be an integer from 1 to {LIST_MAX_LIMIT}")));
+        }
+        if self.limit > LIST_MAX_LIMIT {
+            return Err(Error::limit("limit", format!("at most {LIST_MAX_LIMIT}")));
+        }
+        if i64::try_from(self.offset).is_err() {
+            return Err(Error::invalid("offset", "is too large"));
+        }
+        Ok(())
+    }
+}
+
+/// One page of Get Orders, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderPage {
+    /// The orders on this page.
+    pub orders: Vec<Order>,
+    /// The page size asked for.
+    pub limit: u32,
+    /// The offset asked for.
+    pub offset: u64,
+    /// True when more orders follow this page.
+    pub has_more: bool,
+}

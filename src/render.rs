@@ -1,0 +1,93 @@
+//! The JSON shapes of the spec (§2.2–§2.5, DESIGN §5). Every field name and type that
+//! leaves the service is written here and nowhere else.
+
+use serde_json::{json, Map, Value};
+
+use crate::money::to_json_number;
+use crate::orders::{CreatedOrder, Invoice, Order};
+
+fn opt(value: &Option<String>) -> Value {
+    value.as_ref().map_or(Value::Null, |v| Value::String(v.clone()))
+}
+
+/// The `data` object of Create Order (spec §2.2): exactly these fields, `null` when not sent.
+pub fn order_created(order: &Order) -> Value {
+    json!({
+        "user_id": order.user_id,
+        "merchant_order_id": order.merchant_order_id,
+        "title": opt(&order.title),
+        "description": opt(&order.description),
+        "callback_url": opt(&order.callback_url),
+        "webhook_url": opt(&order.webhook_url),
+        "amount": to_json_number(order.amount),
+        "currency": order.currency,
+        "order_id": order.order_id,
+        "status": order.status.as_str(),
+        "created_at": order.created_at.to_iso(),
+        "updated_at": order.updated_at.to_iso(),
+    })
+}
+
+/// The whole 201 body of Create Order (spec §4.1).
+pub fn create_response(created: &CreatedOrder) -> Value {
+    json!({
+        "status": 201,
+        "message": "Order created successfully",
+        "data": order_created(&created.order.order),
+        "payment_url": created.payment_url,
+    })
+}
+
+/// The order members Get Order and Get Orders share; the two name the fiat amount and
+/// currency differently (`price_amount`/`price_currency` versus `amount`/`currency`).
+fn order_members(order: &Order, amount_name: &str, currency_name: &str) -> Value {
+    let mut map = Map::new();
+    map.insert("order_id".into(), json!(order.order_id));
+    map.insert("user_id".into(), json!(order.user_id));
+    map.insert("merchant_order_id".into(), json!(order.merchant_order_id));
+    map.insert("title".into(), opt(&order.title));
+    map.insert("description".into(), opt(&order.description));
+    map.insert("callback_url".into(), opt(&order.callback_url));
+    if let Some(url) = &order.cancel_url {
+        map.insert("cancel_url".into(), Value::String(url.clone()));
+    }
+    if let Some(url) = &order.success_url {
+        map.insert("success_url".into(), Value::String(url.clone()));
+    }
+    map.insert(amount_name.into(), to_json_number(order.amount));
+    map.insert(currency_name.into(), json!(order.currency));
+    map.insert("receive_currency".into(), json!(order.receive_currency));
+    map.insert("status".into(), json!(order.status.as_str()));
+    map.insert("created_at".into(), json!(order.created_at.to_iso()));
+    map.insert("updated_at".into(), json!(order.updated_at.to_iso()));
+    map.insert("deleted".into(), json!(i64::from(order.deleted)));
+    Value::Object(map)
+}
+
+/// The `order` object of Get Order (spec §2.3).
+pub fn order_detail(order: &Order) -> Value {
+    order_members(order, "price_amount", "price_currency")
+}
+
+/// The `invoice` object of Get Order (spec §2.4).
+pub fn invoice(invoice: &Invoice) -> Value {
+    json!({
+        "invoice_id": invoice.invoice_id,
+        "order_id": invoice.order_id,
+        "amount": to_json_number(invoice.amount),
+        "currency": invoice.currency,
+        "status": invoice.status.as_str(),
+        "created_at": invoice.created_at.to_iso(),
+        "created_at_t": invoice.created_at.as_millis(),
+        "expired_at": invoice.expired_at.to_iso(),
+        "expired_at_t": invoice.expired_at.as_millis(),
+        "merchant_order_id": invoice.merchant_order_id,
+        "receive_amount": to_json_number(invoice.receive_amount),
+        "receive_currency": invoice.receive_currency,
+    })
+}
+
+/// One item of Get Orders (spec §2.5). No `apiKey`: keys never leave the service.
+pub fn order_list_item(order: &Order) -> Value {
+    order_members(order, "amount", "currency")
+}

@@ -1,0 +1,159 @@
+//! Secrets: a redacting string type, and encryption at rest for webhook signing secrets.
+//!
+//! API keys are stored only as SHA-256 hashes (see `keys`). Webhook signing secrets must
+//! be recoverable to sign messages, so they are sealed with ChaCha20-Poly1305 under a
+//! 32-byte key kept in a separate file (by default `<database>.key`, mode 0600): a copy
+//! of the database alone reveals no secret.
+
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A secret string whose `Debug` and `Display` never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// Wraps a secret value.
+    pub fn new(value: String) -> Self {
+        SecretString(value)
+    }
+
+    /// The secret itself; call only where it must leave the library (shown once to the
+    /// merchant, or used to sign).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretString([redacted])")
+    }
+}
+
+impl fmt::Display for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Seals and opens secrets stored in the database.
+pub(crate) struct SecretBox {
+    cipher: ChaCha20Poly1305,
+}
+
+impl fmt::Debug for SecretBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretBox([redacted])")
+    }
+}
+
+/// Prefix of sealed values, so the format can change without guessing.
+const SEALED_PREFIX: &str = "v1:";
+
+impl SecretBox {
+    /// Loads the key file at `path`, creating it (0600) when it does not exist yet.
+    pub(crate) fn open_or_create(path: &Path) -> Result<Self> {
+        let fail = |what: &str, e: std::io::Error| {
+            Error::new(ErrorKind::SecretStore(format!("{what} {}: {e}", path.display())))
+        };
+        if !path.exists() {
+            let key = ChaCha20Poly1305::generate_key(&mut OsRng);
+            let mut options = fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            match options.open(path) {
+                Ok(mut file) => {
+                    file.write_all(BASE64.encode(key).as_bytes())
+                        .and_then(|()| file.sync_all())
+                        .map_err(|e| fail("cannot write key file", e))?;
+                }
+                // Another process created it first: use theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(fail("cannot create key file", e)),
+            }
+        }
+        // A concurrent creator may not have written the key yet; retry briefly.
+        let mut attempts = 0;
+        loop {
+            let text = fs::read_to_string(path).map_err(|e| fail("cannot read key file", e))?;
+            match BASE64.decode(text.trim()) {
+                Ok(bytes) if bytes.len() == 32 => {
+                    let key = Key::from_slice(&bytes);
+                    return Ok(SecretBox { cipher: ChaCha20Poly1305::new(key) });
+                }
+                _ if attempts < 50 && text.trim().is_empty() => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                _ => {
+                    return Err(Error::new(ErrorKind::SecretStore(format!(
+                        "key file {} does not hold a base64 32-byte key",
+                        path.display()
+                    ))))
+                }
+            }
+        }
+    }
+
+    /// Encrypts `plain` for storage.
+    pub(crate) fn seal(&self, plain: &SecretString) -> Result<String> {
+        let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let sealed = self
+            .cipher
+            .encrypt(&nonce, plain.expose().as_bytes())
+            .map_err(|_| Error::new(ErrorKind::SecretStore("encryption failed".into())))?;
+        let mut bytes = nonce.to_vec();
+        bytes.extend_from_slice(&sealed);
+        Ok(format!("{SEALED_PREFIX}{}", BASE64.encode(bytes)))
+    }
+
+    /// Decrypts a value written by [`SecretBox::seal`].
+    pub(crate) fn open(&self, sealed: &str) -> Result<SecretString> {
+        let bad = || {
+            Error::new(ErrorKind::SecretStore(
+                "a stored secret cannot be decrypted with this key file".into(),
+            ))
+        };
+        let encoded = sealed.strip_prefix(SEALED_PREFIX).ok_or_else(bad)?;
+        let bytes = BASE64.decode(encoded).map_err(|_| bad())?;
+        if bytes.len() < 12 {
+            return Err(bad());
+        }
+        let (nonce, ciphertext) = bytes.split_at(12);
+        let plain = self.cipher.decrypt(Nonce::from_slice(nonce), ciphertext).map_err(|_| bad())?;
+        String::from_utf8(plain).map(SecretString).map_err(|_| bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_round_trips_and_hides_the_value() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?;
+        let path = dir.path().join("db.key");
+        let secret_box = SecretBox::open_or_create(&path)?;
+        let secret = SecretString::new("whsec_abc".into());
+        let sealed = secret_box.seal(&secret)?;
+        assert!(!sealed.contains("whsec_abc"));
+        let reopened = SecretBox::open_or_create(&path)?;
+        assert_eq!(reopened.open(&sealed)?, secret);
+        assert!(!format!("{secret:?}").contains("abc"));
+        Ok(())
+    }
+}

@@ -1,0 +1,350 @@
+//! [`Service`]: the typed API of the order service over one SQLite file.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::config::{Config, Environment};
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
+use crate::money;
+use crate::orders::{self, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice};
+use crate::rate_limit::RateLimiter;
+use crate::rates;
+use crate::render;
+use crate::secrets::SecretBox;
+use crate::storage::{KeyRow, Store, StoreOptions};
+use crate::time::Timestamp;
+
+/// How often a key's `last_used_at` is written at most: often enough to tell an unused
+/// key, rarely enough that reads stay reads.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+/// The order service for one environment, over one SQLite file.
+///
+/// `Service` is `Send + Sync`: open it once and share it (`&Service` or `Arc<Service>`)
+/// across threads. Several processes may open the same file at once.
+#[derive(Debug)]
+pub struct Service {
+    config: Config,
+    store: Store,
+    secrets: SecretBox,
+    rate_limiter: RateLimiter,
+    /// Last `last_used_at` written per key id, to keep authentication read-only.
+    last_used_written: Mutex<HashMap<String, i64>>,
+}
+
+impl Service {
+    /// Opens (creating and migrating if needed) the database at `path` and serves
+    /// `config.environment` from it.
+    ///
+    /// Webhook signing secrets are encrypted with a key kept in `config.secret_key_path`
+    /// (default: `<path>.key`, created on first use).
+    pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Service> {
+        config.validate()?;
+        let path = path.as_ref();
+        let store = Store::open(
+            path,
+            StoreOptions { synchronous_full: config.synchronous_full, busy_timeout: config.busy_timeout },
+        )?;
+        let key_path = config.secret_key_path.clone().unwrap_or_else(|| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".key");
+            PathBuf::from(name)
+        });
+        let secrets = SecretBox::open_or_create(&key_path)?;
+        Ok(Service {
+            rate_limiter: RateLimiter::new(config.rate_limit),
+            config,
+            store,
+            secrets,
+            last_used_written: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The configuration the service runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The environment this service serves.
+    pub fn environment(&self) -> Environment {
+        self.config.environment
+    }
+
+    fn now(&self) -> Timestamp {
+        Timestamp(self.config.clock.now_ms())
+    }
+
+    // ----- API keys (the spec's Merchant Portal) -----
+
+    /// Creates a key for `new.user_id` in `new.environment` (any environment, whatever
+    /// the service's own). The plain key and signing secret are returned only here.
+    pub fn create_key(&self, new: NewApiKey) -> Result<CreatedApiKey> {
+        if new.user_id < 0 {
+            return Err(Error::invalid("user_id", "must be a non-negative integer"));
+        }
+        let webhook_url = orders::check_url("webhook_url", new.webhook_url.as_deref())?;
+        let plain_key = keys::generate_key(new.environment);
+        let webhook_secret = keys::generate_webhook_secret();
+        let key = ApiKey {
+            id: keys::generate_key_id(),
+            user_id: new.user_id,
+            environment: new.environment,
+            status: KeyStatus::Active,
+            webhook_url,
+            key_hint: keys::key_hint(plain_key.expose()),
+            created_at_ms: self.now(),
+            last_used_at_ms: None,
+        };
+        let row = KeyRow {
+            key: key.clone(),
+            key_hash: keys::hash_key(plain_key.expose()).to_vec(),
+            webhook_secret_enc: self.secrets.seal(&webhook_secret)?,
+        };
+        self.store.write(|db| db.insert_key(&row))?;
+        Ok(CreatedApiKey { key, plain_key, webhook_secret })
+    }
+
+    /// Every key of every environment, oldest first. Never includes plain keys or secrets.
+    pub fn list_keys(&self) -> Result<Vec<ApiKey>> {
+        self.store.read(|db| db.all_keys())
+    }
+
+    /// One key by id.
+    pub fn get_key(&self, id: &str) -> Result<ApiKey> {
+        self.store
+            .read(|db| db.key_by_id(id))?
+            .map(|row| row.key)
+            .ok_or_else(|| Error::new(ErrorKind::KeyNotFound(id.to_string())))
+    }
+
+    fn update_key(&self, id: &str, change: impl Fn(&crate::storage::Conn<'_>) -> Result<bool>) -> Result<ApiKey> {
+        if !self.store.write(|db| change(db))? {
+            return Err(Error::new(ErrorKind::KeyNotFound(id.to_string())));
+        }
+        self.get_key(id)
+    }
+
+    /// Makes the key valid for requests again.
+    pub fn activate_key(&self, id: &str) -> Result<ApiKey> {
+        self.update_key(id, |db| db.set_key_status(id, KeyStatus::Active))
+    }
+
+    /// Disables the key: every request with it is rejected with `AUTHENTICATION_FAILED`.
+    pub fn deactivate_key(&self, id: &str) -> Result<ApiKey> {
+        self.update_key(id, |db| db.set_key_status(id, KeyStatus::Inactive))
+    }
+
+    /// Sets (`Some`) or clears (`None`) the key's default webhook URL.
+    pub fn set_key_webhook_url(&self, id: &str, url: Option<&str>) -> Result<ApiKey> {
+        let url = orders::check_url("webhook_url", url)?;
+        self.update_key(id, |db| db.set_key_webhook_url(id, url.as_deref()))
+    }
+
+    /// Deletes the key for good: requests with it fail with 401 at once.
+    pub fn delete_key(&self, id: &str) -> Result<()> {
+        if self.store.write(|db| db.delete_key(id))? {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::KeyNotFound(id.to_string())))
+        }
+    }
+
+    /// The key's current webhook signing secret (`whsec_...`).
+    pub fn key_webhook_secret(&self, id: &str) -> Result<SecretString> {
+        let row = self
+            .store
+            .read(|db| db.key_by_id(id))?
+            .ok_or_else(|| Error::new(ErrorKind::KeyNotFound(id.to_string())))?;
+        self.secrets.open(&row.webhook_secret_enc)
+    }
+
+    /// Replaces the key's webhook signing secret and returns the new one.
+    pub fn rotate_key_webhook_secret(&self, id: &str) -> Result<SecretString> {
+        let secret = keys::generate_webhook_secret();
+        let sealed = self.secrets.seal(&secret)?;
+        if self.store.write(|db| db.set_key_webhook_secret(id, &sealed))? {
+            Ok(secret)
+        } else {
+            Err(Error::new(ErrorKind::KeyNotFound(id.to_string())))
+        }
+    }
+
+    /// Checks an `x-api-key` value (spec §5, DESIGN §3) and the key's rate limit.
+    ///
+    /// Missing, empty or inactive → `AUTHENTICATION_FAILED`; unknown, deleted, malformed
+    /// or of the other environment → `Unauthorized`; over the rate → `API_LIMIT_EXCEEDED`.
+    pub fn authenticate(&self, api_key: Option<&str>) -> Result<Merchant> {
+        let presented = api_key.map(str::trim).unwrap_or("");
+        if presented.is_empty() {
+            return Err(Error::new(ErrorKind::AuthenticationFailed("Authentication token is not set or expired")));
+        }
+        if keys::key_environment(presented) != Some(self.environment()) {
+            return Err(Error::new(ErrorKind::Unauthorized));
+        }
+        let hash = keys::hash_key(presented);
+        let row = self.store.read(|db| db.key_by_hash(&hash))?.ok_or_else(|| Error::new(ErrorKind::Unauthorized))?;
+        if !keys::hashes_match(&row.key_hash, &hash) || row.key.environment != self.environment() {
+            return Err(Error::new(ErrorKind::Unauthorized));
+        }
+        if row.key.status != KeyStatus::Active {
+            return Err(Error::new(ErrorKind::AuthenticationFailed("API key is inactive")));
+        }
+        let now = self.now();
+        if !self.rate_limiter.try_acquire(&row.key.id, now.as_millis()) {
+            return Err(Error::new(ErrorKind::RateLimited));
+        }
+        self.note_key_used(&row.key.id, now)?;
+        Ok(Merchant { key_id: row.key.id, user_id: row.key.user_id, environment: row.key.environment })
+    }
+
+    fn note_key_used(&self, key_id: &str, now: Timestamp) -> Result<()> {
+        {
+            let mut written = self.last_used_written.lock().unwrap_or_else(|p| p.into_inner());
+            match written.get(key_id) {
+                Some(at) if now.as_millis() - at < LAST_USED_RESOLUTION_MS => return Ok(()),
+                _ => written.insert(key_id.to_string(), now.as_millis()),
+            };
+        }
+        self.store.write(|db| db.touch_key(key_id, now))
+    }
+
+    // ----- Orders -----
+
+    /// Creates an order with its invoice (spec §4.1).
+    ///
+    /// An identical retry with the same `merchant_order_id` returns the original result
+    /// (`replayed: true`); a different request reusing it fails with `ORDER_DUPLICATE`.
+    pub fn create_order(&self, merchant: &Merchant, request: &CreateOrder) -> Result<CreatedOrder> {
+        self.check_merchant(merchant)?;
+        let valid = request.validate(&self.config)?;
+        let request_hash = valid.fingerprint();
+        let rate = rates::builtin_rate(self.environment(), &valid.pay_currency, &valid.currency).ok_or_else(|| {
+            Error::invalid("pay_currency", format!("no rate for {}/{}", valid.pay_currency, valid.currency))
+        })?;
+        let decimals = money::coin_decimals(&valid.pay_currency)
+            .ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {}", valid.pay_currency)))?;
+        let crypto_amount = money::crypto_amount(valid.amount, rate, decimals)
+            .ok_or_else(|| Error::invalid("amount", "cannot be quoted at the current rate"))?;
+
+        let now = self.now();
+        let order_id = uuid::Uuid::new_v4().to_string();
+        let merchant_order_id =
+            valid.merchant_order_id.clone().unwrap_or_else(|| format!("ord_{}", keys::random_base62(24)));
+        let ttl_ms = i64::try_from(self.config.invoice_ttl.as_millis()).unwrap_or(i64::MAX);
+        let order = Order {
+            order_id: order_id.clone(),
+            user_id: merchant.user_id,
+            environment: merchant.environment,
+            key_id: merchant.key_id.clone(),
+            merchant_order_id: merchant_order_id.clone(),
+            title: valid.title,
+            description: valid.description,
+            callback_url: valid.callback_url,
+            webhook_url: valid.webhook_url,
+            success_url: valid.success_url,
+            cancel_url: valid.cancel_url,
+            customer_email: valid.customer_email,
+            amount: valid.amount,
+            currency: valid.currency,
+            receive_currency: String::new(),
+            status: OrderStatus::New,
+            created_at: now,
+            updated_at: now,
+            deleted: false,
+        };
+        let invoice = Invoice {
+            invoice_id: uuid::Uuid::new_v4().to_string(),
+            order_id: order_id.clone(),
+            merchant_order_id,
+            amount: crypto_amount,
+            currency: valid.pay_currency,
+            rate,
+            status: OrderStatus::New,
+            receive_amount: rust_decimal::Decimal::ZERO,
+            receive_currency: String::new(),
+            created_at: now,
+            expired_at: now.plus_ms(ttl_ms),
+            updated_at: now,
+        };
+        let mut created = CreatedOrder {
+            order: OrderWithInvoice { order, invoice },
+            payment_url: self.payment_url(&order_id),
+            replayed: false,
+            response_body: String::new(),
+        };
+        created.response_body = render::create_response(&created).to_string();
+
+        let prior = self.store.write(|db| {
+            if valid.merchant_order_id.is_some() {
+                let existing =
+                    db.prior_create(merchant.user_id, merchant.environment, &created.order.order.merchant_order_id)?;
+                if let Some(prior) = existing {
+                    return Ok(Some(prior));
+                }
+            }
+            db.insert_order_with_invoice(&created.order, &request_hash, &created.response_body)?;
+            Ok(None)
+        })?;
+        match prior {
+            None => Ok(created),
+            Some(prior) if prior.request_hash == request_hash => self.replay(merchant, prior.create_response),
+            Some(_) => Err(Error::new(ErrorKind::DuplicateOrder(created.order.order.merchant_order_id))),
+        }
+    }
+
+    /// Rebuilds the result of an earlier identical Create Order from its stored response.
+    fn replay(&self, merchant: &Merchant, response_body: String) -> Result<CreatedOrder> {
+        let stored: serde_json::Value = serde_json::from_str(&response_body)
+            .map_err(|e| Error::new(ErrorKind::Config(format!("stored create response unreadable: {e}"))))?;
+        let order_id = stored["data"]["order_id"].as_str().unwrap_or_default().to_string();
+        let payment_url = stored["payment_url"].as_str().unwrap_or_default().to_string();
+        let order = self.get_order(merchant, &order_id)?;
+        Ok(CreatedOrder { order, payment_url, replayed: true, response_body })
+    }
+
+    /// The hosted payment page address for an order.
+    pub fn payment_url(&self, order_id: &str) -> String {
+        match url::Url::parse(&self.config.payment_page_url) {
+            Ok(mut url) => {
+                url.query_pairs_mut().append_pair("id", order_id);
+                url.to_string()
+            }
+            Err(_) => format!("{}?id={order_id}", self.config.payment_page_url),
+        }
+    }
+
+    /// One order with its invoice (spec §4.2). Orders of other merchants or of the other
+    /// environment are reported as not found (`ORDER_NOT_VALID`).
+    pub fn get_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
+        self.check_merchant(merchant)?;
+        if uuid::Uuid::parse_str(order_id).is_err() {
+            return Err(Error::new(ErrorKind::OrderNotFound));
+        }
+        self.store
+            .read(|db| db.order_with_invoice(merchant.user_id, merchant.environment, order_id))?
+            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// A page of the merchant's orders, newest first (spec §4.3).
+    pub fn list_orders(&self, merchant: &Merchant, query: &ListOrders) -> Result<OrderPage> {
+        self.check_merchant(merchant)?;
+        query.validate()?;
+        let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
+        let mut orders = self.store.read(|db| {
+            db.list_orders(merchant.user_id, merchant.environment, query.status, i64::from(query.limit) + 1, offset)
+        })?;
+        let has_more = orders.len() > query.limit as usize;
+        orders.truncate(query.limit as usize);
+        Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
+    }
+
+    fn check_merchant(&self, merchant: &Merchant) -> Result<()> {
+        if merchant.environment == self.environment() {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::Unauthorized))
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! SQL for API keys.
+
+use rusqlite::{named_params, OptionalExtension, Row};
+
+use super::Conn;
+use crate::config::Environment;
+use crate::error::Result;
+use crate::keys::{ApiKey, KeyStatus};
+use crate::time::Timestamp;
+
+/// A stored key with the columns only the library itself may see.
+pub(crate) struct KeyRow {
+    pub key: ApiKey,
+    pub key_hash: Vec<u8>,
+    pub webhook_secret_enc: String,
+}
+
+const KEY_COLUMNS: &str =
+    "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc";
+
+fn key_row(row: &Row<'_>) -> rusqlite::Result<KeyRow> {
+    let environment: String = row.get("environment")?;
+    let status: String = row.get("status")?;
+    Ok(KeyRow {
+        key: ApiKey {
+            id: row.get("id")?,
+            user_id: row.get("user_id")?,
+            environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
+            status: KeyStatus::parse(&status).unwrap_or(KeyStatus::Inactive),
+            webhook_url: row.get("webhook_url")?,
+            key_hint: row.get("key_hint")?,
+            created_at_ms: Timestamp(row.get("created_at")?),
+            last_used_at_ms: row.get::<_, Option<i64>>("last_used_at")?.map(Timestamp),
+        },
+        key_hash: row.get("key_hash")?,
+        webhook_secret_enc: row.get("webhook_secret_enc")?,
+    })
+}
+
+impl Conn<'_> {
+    pub(crate) fn insert_key(&self, row: &KeyRow) -> Result<()> {
+        let key = &row.key;
+        self.0
+            .prepare_cached(
+                "INSERT INTO api_keys (id, user_id, environment, key_hash, key_hint, status, webhook_url,
+                                       webhook_secret_enc, created_at, last_used_at)
+                 VALUES (:id, :user_id, :environment, :key_hash, :key_hint, :status, :webhook_url,
+                         :webhook_secret_enc, :created_at, NULL)",
+            )?
+            .execute(named_params! {
+                ":id": key.id,
+                ":user_id": key.user_id,
+                ":environment": key.environment.as_str(),
+                ":key_hash": row.key_hash,
+                ":key_hint": key.key_hint,
+                ":status": key.status.as_str(),
+                ":webhook_url": key.webhook_url,
+                ":webhook_secret_enc": row.webhook_secret_enc,
+                ":created_at": key.created_at_ms.as_millis(),
+            })?;
+        Ok(())
+    }
+
+    pub(crate) fn key_by_id(&self, id: &str) -> Result<Option<KeyRow>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = :id");
+        Ok(self.0.prepare_cached(&sql)?.query_row(named_params! {":id": id}, key_row).optional()?)
+    }
+
+    pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyRow>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = :key_hash");
+        Ok(self.0.prepare_cached(&sql)?.query_row(named_params! {":key_hash": key_hash}, key_row).optional()?)
+    }
+
+    pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id");
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], key_row)?;
+        let mut keys = Vec::new();
+        for row in rows {
+            keys.push(row?.key);
+        }
+        Ok(keys)
+    }
+
+    /// Returns false when no key has that id.
+    pub(crate) fn set_key_status(&self, id: &str, status: KeyStatus) -> Result<bool> {
+        let changed = self
+            .0
+            .prepare_cached("UPDATE api_keys SET status = :status WHERE id = :id")?
+            .execute(named_params! {":status": status.as_str(), ":id": id})?;
+        Ok(changed == 1)
+    }
+
+    /// Returns false when no key has that id.
+    pub(crate) fn set_key_webhook_url(&self, id: &str, url: Option<&str>) -> Result<bool> {
+        let changed = self
+            .0
+            .prepare_cached("UPDATE api_keys SET webhook_url = :url WHERE id = :id")?
+            .execute(named_params! {":url": url, ":id": id})?;
+        Ok(changed == 1)
+    }
+
+    /// Returns false when no key has that id.
+    pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
+        let changed = self
+            .0
+            .prepare_cached("UPDATE api_keys SET webhook_secret_enc = :sealed WHERE id = :id")?
+            .execute(named_params! {":sealed": sealed, ":id": id})?;
+        Ok(changed == 1)
+    }
+
+    pub(crate) fn touch_key(&self, id: &str, now: Timestamp) -> Result<()> {
+        self.0
+            .prepare_cached("UPDATE api_keys SET last_used_at = :now WHERE id = :id")?
+            .execute(named_params! {":now": now.as_millis(), ":id": id})?;
+        Ok(())
+    }
+
+    /// Returns false when no key has that id.
+    pub(crate) fn delete_key(&self, id: &str) -> Result<bool> {
+        let changed = self.0.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
+        Ok(changed == 1)
+    }
+}

@@ -1,0 +1,186 @@
+//! Storage: every line of SQL in the crate lives under this module.
+//!
+//! The rest of the crate sees only [`Store`] and the typed methods of [`Conn`]; business
+//! rules never write SQL, so another backend can take SQLite's place behind the same
+//! methods. SQLite runs in WAL mode: one writer connection (behind a mutex, writes take
+//! the lock up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so
+//! reads never queue behind a slow write. Other processes may use the same file; their
+//! writes wait on `busy_timeout`, and a busy write is retried rather than reported.
+
+mod keys;
+mod orders;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub(crate) use keys::KeyRow;
+
+/// Schema migrations, applied in order; the schema version is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+
+/// The schema version this library writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Idle read connections kept for reuse.
+const MAX_IDLE_READERS: usize = 16;
+
+/// How many times a write that found the database busy is tried again.
+const BUSY_RETRIES: u32 = 20;
+
+/// Options for opening the database file.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreOptions {
+    pub synchronous_full: bool,
+    pub busy_timeout: Duration,
+}
+
+/// The database: one writer connection and a pool of readers over one SQLite file.
+#[derive(Debug)]
+pub(crate) struct Store {
+    path: PathBuf,
+    options: StoreOptions,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// A connection (or an open transaction) with the crate's typed queries on it.
+pub(crate) struct Conn<'a>(&'a Connection);
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Store> {
+        let mut writer = Connection::open(path)?;
+        configure(&writer, &options)?;
+        let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        migrate(&mut writer)?;
+        Ok(Store {
+            path: path.to_path_buf(),
+            options,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Runs `work` in one write transaction: all of it commits, or none of it.
+    ///
+    /// The transaction starts `IMMEDIATE` so it never has to upgrade a read lock (which
+    /// is what makes SQLite answer BUSY without waiting); if the database is still busy
+    /// after `busy_timeout`, the whole transaction is tried again.
+    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut attempt = 0;
+        loop {
+            let outcome = (|| {
+                let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let value = work(&Conn(&tx))?;
+                tx.commit()?;
+                Ok(value)
+            })();
+            match outcome {
+                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `work` on a read-only connection from the pool (a consistent snapshot).
+    pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => self.open_reader()?,
+        };
+        let result = work(&Conn(&conn));
+        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(conn);
+        }
+        result
+    }
+
+    fn open_reader(&self) -> Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&self.path, flags)?;
+        configure(&conn, &self.options)?;
+        conn.pragma_update(None, "query_only", true)?;
+        Ok(conn)
+    }
+}
+
+fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    let sync = if options.synchronous_full { "FULL" } else { "NORMAL" };
+    conn.pragma_update(None, "synchronous", sync)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+fn is_busy(err: &Error) -> bool {
+    match err.kind() {
+        ErrorKind::Storage(rusqlite::Error::SqliteFailure(e, _)) => {
+            matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        }
+        _ => false,
+    }
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`], one migration per transaction, and
+/// refuses a database written by a newer library.
+fn migrate(conn: &mut Connection) -> Result<()> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::new(ErrorKind::SchemaTooNew { found: version, supported: SCHEMA_VERSION }));
+        }
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let index = usize::try_from(version).unwrap_or(0);
+        if let Some(sql) = MIGRATIONS.get(index) {
+            tx.execute_batch(sql)?;
+        }
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> StoreOptions {
+        StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
+    }
+
+    #[test]
+    fn new_database_gets_current_schema_and_newer_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        let store = Store::open(&path, options())?;
+        let version = store.read(|c| Ok(c.0.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(store);
+        let conn = Connection::open(&path)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)?;
+        drop(conn);
+        let err = Store::open(&path, options()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("newer than this library"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn reads_cannot_write() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let store = Store::open(&dir.path().join("t.db"), options())?;
+        let result = store.read(|c| Ok(c.0.execute("DELETE FROM orders", [])?));
+        assert!(result.is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,221 @@
+//! SQL for orders and invoices.
+
+use rusqlite::types::Type;
+use rusqlite::{named_params, OptionalExtension, Row};
+use rust_decimal::Decimal;
+
+use super::Conn;
+use crate::config::Environment;
+use crate::error::Result;
+use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
+use crate::time::Timestamp;
+
+/// What an earlier Create Order with the same merchant reference stored.
+pub(crate) struct PriorCreate {
+    pub request_hash: Vec<u8>,
+    pub create_response: String,
+}
+
+const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.key_id, o.merchant_order_id, o.title,
+    o.description, o.callback_url, o.webhook_url, o.success_url, o.cancel_url, o.customer_email, o.amount,
+    o.currency, o.receive_currency, o.status, o.created_at, o.updated_at, o.deleted";
+
+const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
+    i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
+    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at";
+
+fn decimal(row: &Row<'_>, column: &str) -> rusqlite::Result<Decimal> {
+    let text: String = row.get(column)?;
+    Decimal::from_str_exact(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e)))
+}
+
+fn status(row: &Row<'_>, column: &str) -> rusqlite::Result<OrderStatus> {
+    let text: String = row.get(column)?;
+    OrderStatus::parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(0, Type::Text, format!("unknown order status {text:?}").into())
+    })
+}
+
+fn order_row(row: &Row<'_>) -> rusqlite::Result<Order> {
+    let environment: String = row.get("environment")?;
+    Ok(Order {
+        order_id: row.get("order_id")?,
+        user_id: row.get("user_id")?,
+        environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
+        key_id: row.get("key_id")?,
+        merchant_order_id: row.get("merchant_order_id")?,
+        title: row.get("title")?,
+        description: row.get("description")?,
+        callback_url: row.get("callback_url")?,
+        webhook_url: row.get("webhook_url")?,
+        success_url: row.get("success_url")?,
+        cancel_url: row.get("cancel_url")?,
+        customer_email: row.get("customer_email")?,
+        amount: decimal(row, "amount")?,
+        currency: row.get("currency")?,
+        receive_currency: row.get("receive_currency")?,
+        status: status(row, "status")?,
+        created_at: Timestamp(row.get("created_at")?),
+        updated_at: Timestamp(row.get("updated_at")?),
+        deleted: row.get::<_, i64>("deleted")? != 0,
+    })
+}
+
+fn order_with_invoice_row(row: &Row<'_>) -> rusqlite::Result<OrderWithInvoice> {
+    let order = order_row(row)?;
+    let invoice = Invoice {
+        invoice_id: row.get("invoice_id")?,
+        order_id: order.order_id.clone(),
+        merchant_order_id: order.merchant_order_id.clone(),
+        amount: decimal(row, "i_amount")?,
+        currency: row.get("i_currency")?,
+        rate: decimal(row, "rate")?,
+        status: status(row, "i_status")?,
+        receive_amount: decimal(row, "receive_amount")?,
+        receive_currency: row.get("i_receive_currency")?,
+        created_at: Timestamp(row.get("i_created_at")?),
+        expired_at: Timestamp(row.get("expired_at")?),
+        updated_at: Timestamp(row.get("i_updated_at")?),
+    };
+    Ok(OrderWithInvoice { order, invoice })
+}
+
+impl Conn<'_> {
+    pub(crate) fn prior_create(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        merchant_order_id: &str,
+    ) -> Result<Option<PriorCreate>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT request_hash, create_response FROM orders
+                 WHERE user_id = :user_id AND environment = :environment AND merchant_order_id = :moid",
+            )?
+            .query_row(
+                named_params! {":user_id": user_id, ":environment": environment.as_str(), ":moid": merchant_order_id},
+                |row| Ok(PriorCreate { request_hash: row.get(0)?, create_response: row.get(1)? }),
+            )
+            .optional()?)
+    }
+
+    pub(crate) fn insert_order_with_invoice(
+        &self,
+        created: &OrderWithInvoice,
+        request_hash: &[u8],
+        create_response: &str,
+    ) -> Result<()> {
+        let order = &created.order;
+        self.0
+            .prepare_cached(
+                "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
+                    callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
+                    receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
+                 VALUES (:order_id, :environment, :user_id, :key_id, :merchant_order_id, :title, :description,
+                    :callback_url, :webhook_url, :success_url, :cancel_url, :customer_email, :amount, :currency,
+                    :receive_currency, :status, :request_hash, :create_response, :created_at, :updated_at, :deleted)",
+            )?
+            .execute(named_params! {
+                ":order_id": order.order_id,
+                ":environment": order.environment.as_str(),
+                ":user_id": order.user_id,
+                ":key_id": order.key_id,
+                ":merchant_order_id": order.merchant_order_id,
+                ":title": order.title,
+                ":description": order.description,
+                ":callback_url": order.callback_url,
+                ":webhook_url": order.webhook_url,
+                ":success_url": order.success_url,
+                ":cancel_url": order.cancel_url,
+                ":customer_email": order.customer_email,
+                ":amount": order.amount.to_string(),
+                ":currency": order.currency,
+                ":receive_currency": order.receive_currency,
+                ":status": order.status.as_str(),
+                ":request_hash": request_hash,
+                ":create_response": create_response,
+                ":created_at": order.created_at.as_millis(),
+                ":updated_at": order.updated_at.as_millis(),
+                ":deleted": i64::from(order.deleted),
+            })?;
+        let invoice = &created.invoice;
+        self.0
+            .prepare_cached(
+                "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
+                    receive_currency, created_at, expired_at, updated_at)
+                 VALUES (:invoice_id, :order_id, :amount, :currency, :rate, :status, :receive_amount,
+                    :receive_currency, :created_at, :expired_at, :updated_at)",
+            )?
+            .execute(named_params! {
+                ":invoice_id": invoice.invoice_id,
+                ":order_id": invoice.order_id,
+                ":amount": invoice.amount.to_string(),
+                ":currency": invoice.currency,
+                ":rate": invoice.rate.to_string(),
+                ":status": invoice.status.as_str(),
+                ":receive_amount": invoice.receive_amount.to_string(),
+                ":receive_currency": invoice.receive_currency,
+                ":created_at": invoice.created_at.as_millis(),
+                ":expired_at": invoice.expired_at.as_millis(),
+                ":updated_at": invoice.updated_at.as_millis(),
+            })?;
+        Ok(())
+    }
+
+    /// The order with its invoice, only if it belongs to this merchant and environment.
+    pub(crate) fn order_with_invoice(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        order_id: &str,
+    ) -> Result<Option<OrderWithInvoice>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
+             WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
+        );
+        Ok(self
+            .0
+            .prepare_cached(&sql)?
+            .query_row(
+                named_params! {":order_id": order_id, ":user_id": user_id, ":environment": environment.as_str()},
+                order_with_invoice_row,
+            )
+            .optional()?)
+    }
+
+    /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).
+    pub(crate) fn list_orders(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        status: Option<OrderStatus>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Order>> {
+        let filter = if status.is_some() { "AND o.status = :status" } else { "" };
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders o
+             WHERE o.user_id = :user_id AND o.environment = :environment {filter}
+             ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
+        );
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let env = environment.as_str();
+        let rows = match status {
+            Some(status) => stmt.query_map(
+                named_params! {":user_id": user_id, ":environment": env, ":status": status.as_str(),
+                               ":limit": limit, ":offset": offset},
+                order_row,
+            )?,
+            None => stmt.query_map(
+                named_params! {":user_id": user_id, ":environment": env, ":limit": limit, ":offset": offset},
+                order_row,
+            )?,
+        };
+        let mut orders = Vec::new();
+        for row in rows {
+            orders.push(row?);
+        }
+        Ok(orders)
+    }
+}
