@@ -144,9 +144,7 @@ pub(crate) fn key_hint(plain: &str) -> String {
 
 /// The environment a well-formed key belongs to, or `None` for a malformed key.
 pub(crate) fn key_environment(plain: &str) -> Option<Environment> {
-    let env = [Environment::Sandbox, Environment::Live]
-        .into_iter()
-        .find(|env| plain.starts_with(env.key_prefix()))?;
+    let env = [Environment::Sandbox, Environment::Live].into_iter().find(|env| plain.starts_with(env.key_prefix()))?;
     let rest = &plain[env.key_prefix().len()..];
     (rest.len() == KEY_RANDOM_LEN && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(env)
 }

@@ -44,7 +44,7 @@ mod rate_limit;
 mod rates;
 mod render;
 mod secrets;
-// mod server;
+mod server;
 mod service;
 mod storage;
 mod time;
@@ -58,7 +58,7 @@ pub use orders::{
     DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
 };
 pub use secrets::SecretString;
-// pub use server::{Server, ServerHandle};
+pub use server::{Server, ServerHandle};
 pub use service::Service;
 pub use storage::SCHEMA_VERSION;
 pub use time::Timestamp;

@@ -13,15 +13,7 @@ use crate::error::{Error, Result};
 pub const MAX_FIAT_AMOUNT: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0); // 1e12
 
 /// Coins we know how to quote, with the number of decimals each is divisible into.
-const COINS: &[(&str, u32)] = &[
-    ("USDT", 6),
-    ("USDC", 6),
-    ("BTC", 8),
-    ("ETH", 18),
-    ("LTC", 8),
-    ("TRX", 6),
-    ("SOL", 9),
-];
+const COINS: &[(&str, u32)] = &[("USDT", 6), ("USDC", 6), ("BTC", 8), ("ETH", 18), ("LTC", 8), ("TRX", 6), ("SOL", 9)];
 
 /// The number of decimals a crypto coin is divisible into, or `None` for an unknown coin.
 pub fn coin_decimals(code: &str) -> Option<u32> {
@@ -48,11 +40,7 @@ pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
     if text.is_empty() || text.len() > 64 {
         return Err(bad());
     }
-    let parsed = if text.contains(['e', 'E']) {
-        Decimal::from_scientific(text)
-    } else {
-        Decimal::from_str_exact(text)
-    };
+    let parsed = if text.contains(['e', 'E']) { Decimal::from_scientific(text) } else { Decimal::from_str_exact(text) };
     parsed.map(|d| d.normalize()).map_err(|_| bad())
 }
 
@@ -67,10 +55,7 @@ pub fn check_fiat_amount(field: &str, amount: Decimal, minor_units: u32, currenc
         return Err(Error::invalid(field, "must be at most 1000000000000"));
     }
     if amount.scale() > minor_units {
-        return Err(Error::invalid(
-            field,
-            format!("{currency} allows at most {minor_units} decimal places"),
-        ));
+        return Err(Error::invalid(field, format!("{currency} allows at most {minor_units} decimal places")));
     }
     Ok(amount)
 }
@@ -137,6 +122,9 @@ mod tests {
         let fiat = Decimal::from(100);
         let rate = Decimal::from(3);
         assert_eq!(crypto_amount(fiat, rate, 6), Some(Decimal::from_str_exact("33.333334").unwrap_or_default()));
-        assert_eq!(crypto_amount(Decimal::from(10), Decimal::from(4), 8), Some(Decimal::from_str_exact("2.5").unwrap_or_default()));
+        assert_eq!(
+            crypto_amount(Decimal::from(10), Decimal::from(4), 8),
+            Some(Decimal::from_str_exact("2.5").unwrap_or_default())
+        );
     }
 }

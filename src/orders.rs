@@ -218,8 +218,8 @@ pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String
     if text.chars().count() > URL_MAX_CHARS {
         return Err(Error::invalid(field, format!("at most {URL_MAX_CHARS} characters")));
     }
-    let parsed = url::Url::parse(text)
-        .map_err(|e| Error::invalid(field, format!("must be an absolute http(s) URL ({e})")))?;
+    let parsed =
+        url::Url::parse(text).map_err(|e| Error::invalid(field, format!("must be an absolute http(s) URL ({e})")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
         return Err(Error::invalid(field, "must be an absolute http(s) URL"));
     }

@@ -34,9 +34,8 @@ impl RateLimiter {
         }
         let capacity = i64::from(self.limit.burst.max(1)) * 1000;
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let bucket = buckets
-            .entry(key_id.to_string())
-            .or_insert(Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
+        let bucket =
+            buckets.entry(key_id.to_string()).or_insert(Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
         let elapsed_ms = (now_ms - bucket.refilled_at_ms).max(0);
         // per_second tokens per 1000 ms = per_second milli-tokens per ms.
         let refill = elapsed_ms.saturating_mul(i64::from(self.limit.per_second));

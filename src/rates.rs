@@ -8,14 +8,8 @@ use rust_decimal::Decimal;
 use crate::config::Environment;
 
 /// Fake US dollars per coin used by the sandbox. Not market prices.
-const SANDBOX_USD_PER_COIN: &[(&str, i64)] = &[
-    ("USDT", 1),
-    ("USDC", 1),
-    ("BTC", 10_000),
-    ("ETH", 1_000),
-    ("LTC", 100),
-    ("SOL", 100),
-];
+const SANDBOX_USD_PER_COIN: &[(&str, i64)] =
+    &[("USDT", 1), ("USDC", 1), ("BTC", 10_000), ("ETH", 1_000), ("LTC", 100), ("SOL", 100)];
 
 /// Fake fiat units per US dollar used by the sandbox, as (code, mantissa, scale).
 const SANDBOX_FIAT_PER_USD: &[(&str, i64, u32)] = &[

@@ -123,11 +123,8 @@ impl SecretBox {
 
     /// Decrypts a value written by [`SecretBox::seal`].
     pub(crate) fn open(&self, sealed: &str) -> Result<SecretString> {
-        let bad = || {
-            Error::new(ErrorKind::SecretStore(
-                "a stored secret cannot be decrypted with this key file".into(),
-            ))
-        };
+        let bad =
+            || Error::new(ErrorKind::SecretStore("a stored secret cannot be decrypted with this key file".into()));
         let encoded = sealed.strip_prefix(SEALED_PREFIX).ok_or_else(bad)?;
         let bytes = BASE64.decode(encoded).map_err(|_| bad())?;
         if bytes.len() < 12 {

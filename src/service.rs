@@ -8,7 +8,9 @@ use crate::config::{Config, Environment};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
 use crate::money;
-use crate::orders::{self, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice};
+use crate::orders::{
+    self, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice,
+};
 use crate::rate_limit::RateLimiter;
 use crate::rates;
 use crate::render;

@@ -168,8 +168,7 @@ pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
     if body.len() > MAX_BODY_BYTES {
         return Err(Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes")));
     }
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))?;
+    let value: Value = serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))?;
     let Value::Object(fields) = value else {
         return Err(Error::invalid("body", "must be a JSON object"));
     };
@@ -220,7 +219,8 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
                 let limit: i64 = value
                     .parse()
                     .map_err(|_| Error::invalid("limit", format!("must be an integer from 1 to {LIST_MAX_LIMIT}")))?;
-                list.limit = if limit > i64::from(LIST_MAX_LIMIT) { u32::MAX } else { u32::try_from(limit).unwrap_or(0) };
+                list.limit =
+                    if limit > i64::from(LIST_MAX_LIMIT) { u32::MAX } else { u32::try_from(limit).unwrap_or(0) };
             }
             "offset" => {
                 list.offset = value

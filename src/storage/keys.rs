@@ -15,25 +15,26 @@ pub(crate) struct KeyRow {
     pub webhook_secret_enc: String,
 }
 
+// Read by position in key_row, in this order.
 const KEY_COLUMNS: &str =
     "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc";
 
 fn key_row(row: &Row<'_>) -> rusqlite::Result<KeyRow> {
-    let environment: String = row.get("environment")?;
-    let status: String = row.get("status")?;
+    let environment: String = row.get(2)?;
+    let status: String = row.get(3)?;
     Ok(KeyRow {
         key: ApiKey {
-            id: row.get("id")?,
-            user_id: row.get("user_id")?,
+            id: row.get(0)?,
+            user_id: row.get(1)?,
             environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
             status: KeyStatus::parse(&status).unwrap_or(KeyStatus::Inactive),
-            webhook_url: row.get("webhook_url")?,
-            key_hint: row.get("key_hint")?,
-            created_at_ms: Timestamp(row.get("created_at")?),
-            last_used_at_ms: row.get::<_, Option<i64>>("last_used_at")?.map(Timestamp),
+            webhook_url: row.get(4)?,
+            key_hint: row.get(5)?,
+            created_at_ms: Timestamp(row.get(6)?),
+            last_used_at_ms: row.get::<_, Option<i64>>(7)?.map(Timestamp),
         },
-        key_hash: row.get("key_hash")?,
-        webhook_secret_enc: row.get("webhook_secret_enc")?,
+        key_hash: row.get(8)?,
+        webhook_secret_enc: row.get(9)?,
     })
 }
 
@@ -118,7 +119,8 @@ impl Conn<'_> {
 
     /// Returns false when no key has that id.
     pub(crate) fn delete_key(&self, id: &str) -> Result<bool> {
-        let changed = self.0.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
+        let changed =
+            self.0.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
         Ok(changed == 1)
     }
 }

@@ -58,12 +58,7 @@ impl Store {
         configure(&writer, &options)?;
         let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         migrate(&mut writer)?;
-        Ok(Store {
-            path: path.to_path_buf(),
-            options,
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
-        })
+        Ok(Store { path: path.to_path_buf(), options, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
     /// Runs `work` in one write transaction: all of it commits, or none of it.
@@ -117,6 +112,10 @@ fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
     conn.pragma_update(None, "foreign_keys", true)?;
     let sync = if options.synchronous_full { "FULL" } else { "NORMAL" };
     conn.pragma_update(None, "synchronous", sync)?;
+    // Keep one plan per cached statement: without this, SQLite re-prepares a statement
+    // whenever a bound value might change its plan, which made point reads parse SQL on
+    // every call.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }

@@ -20,16 +20,21 @@ const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.key_id, o.m
     o.description, o.callback_url, o.webhook_url, o.success_url, o.cancel_url, o.customer_email, o.amount,
     o.currency, o.receive_currency, o.status, o.created_at, o.updated_at, o.deleted";
 
+/// How many columns ORDER_COLUMNS selects; invoice columns follow at this index.
+const ORDER_COLUMN_COUNT: usize = 19;
+
+// Rows are read by position (a name lookup costs a scan of every column name); the
+// mappers below follow the order of these lists.
 const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
     i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
     i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at";
 
-fn decimal(row: &Row<'_>, column: &str) -> rusqlite::Result<Decimal> {
+fn decimal(row: &Row<'_>, column: usize) -> rusqlite::Result<Decimal> {
     let text: String = row.get(column)?;
     Decimal::from_str_exact(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e)))
 }
 
-fn status(row: &Row<'_>, column: &str) -> rusqlite::Result<OrderStatus> {
+fn status(row: &Row<'_>, column: usize) -> rusqlite::Result<OrderStatus> {
     let text: String = row.get(column)?;
     OrderStatus::parse(&text).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(0, Type::Text, format!("unknown order status {text:?}").into())
@@ -37,45 +42,45 @@ fn status(row: &Row<'_>, column: &str) -> rusqlite::Result<OrderStatus> {
 }
 
 fn order_row(row: &Row<'_>) -> rusqlite::Result<Order> {
-    let environment: String = row.get("environment")?;
+    let environment: String = row.get(1)?;
     Ok(Order {
-        order_id: row.get("order_id")?,
-        user_id: row.get("user_id")?,
+        order_id: row.get(0)?,
+        user_id: row.get(2)?,
         environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
-        key_id: row.get("key_id")?,
-        merchant_order_id: row.get("merchant_order_id")?,
-        title: row.get("title")?,
-        description: row.get("description")?,
-        callback_url: row.get("callback_url")?,
-        webhook_url: row.get("webhook_url")?,
-        success_url: row.get("success_url")?,
-        cancel_url: row.get("cancel_url")?,
-        customer_email: row.get("customer_email")?,
-        amount: decimal(row, "amount")?,
-        currency: row.get("currency")?,
-        receive_currency: row.get("receive_currency")?,
-        status: status(row, "status")?,
-        created_at: Timestamp(row.get("created_at")?),
-        updated_at: Timestamp(row.get("updated_at")?),
-        deleted: row.get::<_, i64>("deleted")? != 0,
+        key_id: row.get(3)?,
+        merchant_order_id: row.get(4)?,
+        title: row.get(5)?,
+        description: row.get(6)?,
+        callback_url: row.get(7)?,
+        webhook_url: row.get(8)?,
+        success_url: row.get(9)?,
+        cancel_url: row.get(10)?,
+        customer_email: row.get(11)?,
+        amount: decimal(row, 12)?,
+        currency: row.get(13)?,
+        receive_currency: row.get(14)?,
+        status: status(row, 15)?,
+        created_at: Timestamp(row.get(16)?),
+        updated_at: Timestamp(row.get(17)?),
+        deleted: row.get::<_, i64>(18)? != 0,
     })
 }
 
 fn order_with_invoice_row(row: &Row<'_>) -> rusqlite::Result<OrderWithInvoice> {
     let order = order_row(row)?;
     let invoice = Invoice {
-        invoice_id: row.get("invoice_id")?,
+        invoice_id: row.get(ORDER_COLUMN_COUNT)?,
         order_id: order.order_id.clone(),
         merchant_order_id: order.merchant_order_id.clone(),
-        amount: decimal(row, "i_amount")?,
-        currency: row.get("i_currency")?,
-        rate: decimal(row, "rate")?,
-        status: status(row, "i_status")?,
-        receive_amount: decimal(row, "receive_amount")?,
-        receive_currency: row.get("i_receive_currency")?,
-        created_at: Timestamp(row.get("i_created_at")?),
-        expired_at: Timestamp(row.get("expired_at")?),
-        updated_at: Timestamp(row.get("i_updated_at")?),
+        amount: decimal(row, ORDER_COLUMN_COUNT + 1)?,
+        currency: row.get(ORDER_COLUMN_COUNT + 2)?,
+        rate: decimal(row, ORDER_COLUMN_COUNT + 3)?,
+        status: status(row, ORDER_COLUMN_COUNT + 4)?,
+        receive_amount: decimal(row, ORDER_COLUMN_COUNT + 5)?,
+        receive_currency: row.get(ORDER_COLUMN_COUNT + 6)?,
+        created_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 7)?),
+        expired_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 8)?),
+        updated_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 9)?),
     };
     Ok(OrderWithInvoice { order, invoice })
 }
@@ -204,7 +209,7 @@ impl Conn<'_> {
         let rows = match status {
             Some(status) => stmt.query_map(
                 named_params! {":user_id": user_id, ":environment": env, ":status": status.as_str(),
-                               ":limit": limit, ":offset": offset},
+                ":limit": limit, ":offset": offset},
                 order_row,
             )?,
             None => stmt.query_map(
