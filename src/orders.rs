@@ -197,10 +197,16 @@ fn check_merchant_order_id(id: &str) -> Result<&str> {
             format!("must be 1 to {MERCHANT_ORDER_ID_MAX_CHARS} characters"),
         ));
     }
-    if id.chars().any(|c| c.is_control() || c.is_whitespace() && c != ' ') {
+    if id.chars().any(|c| c.is_control() || c.is_whitespace() && c != ' ' || is_invisible_format_char(c)) {
         return Err(Error::invalid("merchant_order_id", "must contain only printable characters"));
     }
     Ok(id)
+}
+
+/// Zero-width and direction-changing characters: they make two references that look the
+/// same compare different.
+fn is_invisible_format_char(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}')
 }
 
 fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Option<String>> {
@@ -376,4 +382,19 @@ pub struct OrderPage {
     pub offset: u64,
     /// True when more orders follow this page.
     pub has_more: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merchant_order_id_must_be_printable() {
+        assert!(check_merchant_order_id("cart 1001/ü").is_ok());
+        for bad in ["", "a\tb", "a\u{7}b", "a\u{200B}b", "\u{FEFF}a", "a\u{202E}b"] {
+            assert!(check_merchant_order_id(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_merchant_order_id(&"x".repeat(128)).is_ok());
+        assert!(check_merchant_order_id(&"x".repeat(129)).is_err());
+    }
 }

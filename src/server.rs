@@ -15,7 +15,7 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,14 @@ use crate::wire::{WireRequest, WireResponse, MAX_BODY_BYTES};
 /// Far above [`MAX_BODY_BYTES`], so every real client still gets its 400 answer.
 const MAX_DECLARED_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// How long [`ServerHandle::shutdown`] waits for the listening socket to close.
+/// How long [`ServerHandle::shutdown`] waits for the requests in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long shutdown waits for the listening socket to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// How often an idle worker looks up from the queue to check for shutdown.
+const WORKER_POLL: Duration = Duration::from_millis(100);
 
 /// An HTTP/1.1 server bound to an address, not yet answering.
 ///
@@ -95,16 +101,19 @@ impl Server {
     /// Starts `threads` worker threads (at least one) that answer requests until
     /// [`ServerHandle::shutdown`] is called or the handle is dropped.
     pub fn spawn(self, threads: usize) -> ServerHandle {
-        let stop = Arc::new(AtomicBool::new(false));
+        let flags = Arc::new(Flags::default());
         let workers = (0..threads.max(1))
             .map(|_| {
-                let http = Arc::clone(&self.http);
+                // Workers hold the server only while waiting for a request, so that once
+                // shutdown drops its reference a worker still busy with a request cannot
+                // keep the listening socket open.
+                let http = Arc::downgrade(&self.http);
                 let service = Arc::clone(&self.service);
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || worker(&http, &service, &stop))
+                let flags = Arc::clone(&flags);
+                std::thread::spawn(move || worker(&http, &service, &flags))
             })
             .collect();
-        ServerHandle { http: Some(self.http), workers, stop, addr: self.addr }
+        ServerHandle { http: Some(self.http), workers, flags, addr: self.addr }
     }
 }
 
@@ -112,8 +121,17 @@ impl Server {
 pub struct ServerHandle {
     http: Option<Arc<tiny_http::Server>>,
     workers: Vec<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
+    flags: Arc<Flags>,
     addr: SocketAddr,
+}
+
+/// What shutdown tells the workers.
+#[derive(Debug, Default)]
+struct Flags {
+    /// Answer what is queued, then stop.
+    stop: AtomicBool,
+    /// The grace period is over: stop after the current request, touch the queue no more.
+    abandoned: AtomicBool,
 }
 
 impl std::fmt::Debug for ServerHandle {
@@ -134,32 +152,61 @@ impl ServerHandle {
     /// Stops the server: requests already received are answered, the worker threads
     /// are joined and the listening socket is closed, so new connections are refused.
     ///
-    /// Requests still queued when the workers have stopped get a 500
-    /// `InternalServerError` saying the request was not processed. A keep-alive
-    /// connection that a client holds open stays open until the client closes it (a
-    /// `tiny_http` limitation); a request sent on it after shutdown gets no answer.
-    pub fn shutdown(mut self) {
-        self.stop_and_join();
+    /// Waits at most 10 seconds for requests in flight (see
+    /// [`ServerHandle::shutdown_timeout`]). Requests still queued when the workers have
+    /// stopped get a 500 `InternalServerError` saying the request was not processed. A
+    /// keep-alive connection that a client holds open stays open until the client closes
+    /// it (a `tiny_http` limitation); a request sent on it after shutdown gets no answer.
+    pub fn shutdown(self) {
+        self.shutdown_timeout(SHUTDOWN_GRACE);
     }
 
-    fn stop_and_join(&mut self) {
+    /// Like [`ServerHandle::shutdown`], waiting at most `grace` for requests in flight.
+    ///
+    /// A worker still busy after `grace` (say, with a client that stopped sending its
+    /// body) is left to finish that one request on its own thread, then ends; the
+    /// listening socket is closed either way.
+    pub fn shutdown_timeout(mut self, grace: Duration) {
+        self.stop_and_join(grace);
+    }
+
+    fn stop_and_join(&mut self, grace: Duration) {
         let Some(http) = self.http.take() else {
             return;
         };
-        self.stop.store(true, Ordering::SeqCst);
-        // Each unblock wakes exactly one worker; it is queued behind the requests already
+        self.flags.stop.store(true, Ordering::SeqCst);
+        // Each unblock wakes one waiting worker; it is queued behind the requests already
         // received, so those are answered first.
         for _ in 0..self.workers.len() {
             http.unblock();
         }
+        let deadline = Instant::now() + grace;
+        while self.workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.flags.abandoned.store(true, Ordering::SeqCst);
+        let markers = self.workers.len();
         for worker in self.workers.drain(..) {
-            // A worker only ends by returning: request panics are caught inside it.
-            let _ = worker.join();
+            if worker.is_finished() {
+                // A worker only ends by returning: request panics are caught inside it.
+                let _ = worker.join();
+            }
+            // else detached: it ends after its current request.
         }
-        while let Ok(Some(request)) = http.try_recv() {
-            respond(request, internal_error("Server is shutting down; the request was not processed"));
+        // Answer what arrived too late. Unblock markers not taken by a worker (one that
+        // is busy, or that stopped on a poll timeout) may still be queued, and `try_recv`
+        // reports a marker like an empty queue: look past as many as were sent.
+        let mut empty_seen = 0;
+        while empty_seen <= markers {
+            match http.try_recv() {
+                Ok(Some(request)) => {
+                    respond(request, internal_error("Server is shutting down; the request was not processed"))
+                }
+                _ => empty_seen += 1,
+            }
         }
-        // The last reference: tiny_http stops its accept thread, which closes the socket.
+        // The last strong reference (or, within one poll, a busy worker's): tiny_http stops
+        // its accept thread, which closes the socket.
         drop(http);
         wait_until_closed(self.addr);
     }
@@ -167,7 +214,7 @@ impl ServerHandle {
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        self.stop_and_join();
+        self.stop_and_join(SHUTDOWN_GRACE);
     }
 }
 
@@ -186,19 +233,27 @@ fn config_error(message: String) -> Error {
 }
 
 /// One worker: answers requests until told to stop.
-fn worker(http: &tiny_http::Server, service: &Service, stop: &AtomicBool) {
+fn worker(http: &Weak<tiny_http::Server>, service: &Service, flags: &Flags) {
     loop {
-        match http.recv() {
-            Ok(request) => {
+        if flags.abandoned.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(server) = http.upgrade() else {
+            return;
+        };
+        // `None` after an unblock (shutdown) or a poll timeout; `Err` when tiny_http's
+        // accept loop failed, in which case the connections still open are served on.
+        let received = server.recv_timeout(WORKER_POLL);
+        drop(server);
+        match received {
+            Ok(Some(request)) => {
                 // A panic while answering must not take the worker down with it; the
                 // request (moved into the closure) is dropped during unwinding, which makes
                 // tiny_http answer it with an empty 500.
                 let _ = catch_unwind(AssertUnwindSafe(|| serve_one(service, request)));
             }
-            // `recv` fails when `unblock` was called (shutdown) or when tiny_http's accept
-            // loop failed; in the latter case keep answering the connections still open.
-            Err(_) if stop.load(Ordering::SeqCst) => return,
-            Err(_) => {}
+            Ok(None) | Err(_) if flags.stop.load(Ordering::SeqCst) => return,
+            Ok(None) | Err(_) => {}
         }
     }
 }

@@ -33,15 +33,9 @@ fn page(h: &Harness, query: &str) -> (Value, Vec<Value>) {
     let v = resp.json();
     assert_eq!(int(&v, "status"), 200);
     for key in keys_of(&v) {
-        assert!(
-            ALLOWED_TOP_LEVEL.contains(&key.as_str()),
-            "unexpected top-level member {key}: {v}"
-        );
+        assert!(ALLOWED_TOP_LEVEL.contains(&key.as_str()), "unexpected top-level member {key}: {v}");
     }
-    let orders = v["orders"]
-        .as_array()
-        .unwrap_or_else(|| panic!("orders must be an array: {v}"))
-        .clone();
+    let orders = v["orders"].as_array().unwrap_or_else(|| panic!("orders must be an array: {v}")).clone();
     (v, orders)
 }
 
@@ -86,16 +80,9 @@ fn list_items_have_exactly_the_spec_fields_and_types() {
 
     let oldest = &orders[1];
     assert_eq!(oldest["order_id"], plain["data"]["order_id"]);
-    assert_eq!(
-        keys_of(oldest),
-        sorted(LIST_ITEM_FIELDS),
-        "no apiKey, no webhook_url, cancel/success only when set"
-    );
+    assert_eq!(keys_of(oldest), sorted(LIST_ITEM_FIELDS), "no apiKey, no webhook_url, cancel/success only when set");
     assert_eq!(int(oldest, "user_id"), h.user_id);
-    assert_eq!(
-        oldest["merchant_order_id"],
-        plain["data"]["merchant_order_id"]
-    );
+    assert_eq!(oldest["merchant_order_id"], plain["data"]["merchant_order_id"]);
     assert!(oldest["title"].is_null() && oldest["description"].is_null());
     assert!(oldest["callback_url"].is_null());
     assert!(oldest["amount"].is_number());
@@ -198,10 +185,7 @@ fn status_filter() {
     let h = harness();
     let created = create_spaced(&h, 3);
     let (_, orders) = page(&h, "?status=NEW");
-    assert_eq!(
-        ids(&orders),
-        created.iter().rev().cloned().collect::<Vec<_>>()
-    );
+    assert_eq!(ids(&orders), created.iter().rev().cloned().collect::<Vec<_>>());
     let (_, orders) = page(&h, "?status=NEW&limit=1&offset=1");
     assert_eq!(ids(&orders), vec![created[1].clone()]);
     for other in ["PENDING", "PAID", "EXPIRED", "FAILED", "CANCELLED"] {
@@ -228,9 +212,8 @@ fn newest_first_by_created_at_then_order_id_desc() {
     let d = string(&h.create(&minimal_order())["data"], "order_id").to_string();
     // Several orders in the same millisecond: order_id DESC breaks the tie.
     h.clock.set_ms(T0_MS + 5_000);
-    let mut same: Vec<String> = (0..6)
-        .map(|_| string(&h.create(&minimal_order())["data"], "order_id").to_string())
-        .collect();
+    let mut same: Vec<String> =
+        (0..6).map(|_| string(&h.create(&minimal_order())["data"], "order_id").to_string()).collect();
     same.sort_unstable_by(|x, y| y.cmp(x));
 
     let mut expected = same.clone();

@@ -96,25 +96,15 @@ fn create_minimal_returns_exactly_the_spec_shape() {
     assert_eq!(resp.status, 201, "{}", text(&resp));
     assert_json_content_type(&resp);
     let v = resp.json();
-    assert_eq!(
-        keys_of(&v),
-        sorted(&["status", "message", "data", "payment_url"])
-    );
+    assert_eq!(keys_of(&v), sorted(&["status", "message", "data", "payment_url"]));
     assert_eq!(int(&v, "status"), 201);
     assert_eq!(string(&v, "message"), "Order created successfully");
 
     let data = &v["data"];
-    assert_eq!(
-        keys_of(data),
-        sorted(CREATE_DATA_FIELDS),
-        "data must have exactly the §2.2 fields"
-    );
+    assert_eq!(keys_of(data), sorted(CREATE_DATA_FIELDS), "data must have exactly the §2.2 fields");
     assert_eq!(int(data, "user_id"), h.user_id);
     for optional in ["title", "description", "callback_url", "webhook_url"] {
-        assert!(
-            data[optional].is_null(),
-            "{optional} not sent must be null: {data}"
-        );
+        assert!(data[optional].is_null(), "{optional} not sent must be null: {data}");
     }
     assert!(data["amount"].is_number(), "amount must be a number: {data}");
     assert_eq!(data["amount"].to_string(), "10");
@@ -126,16 +116,12 @@ fn create_minimal_returns_exactly_the_spec_shape() {
     assert_eq!(string(data, "updated_at"), T0_ISO);
 
     let moid = string(data, "merchant_order_id");
-    let random = moid
-        .strip_prefix("ord_")
-        .unwrap_or_else(|| panic!("generated merchant_order_id must start with ord_: {moid}"));
+    let random =
+        moid.strip_prefix("ord_").unwrap_or_else(|| panic!("generated merchant_order_id must start with ord_: {moid}"));
     assert_eq!(random.len(), 24, "ord_ + 24 chars: {moid}");
     assert!(is_base62(random), "ord_ + base62: {moid}");
 
-    assert_eq!(
-        string(&v, "payment_url"),
-        format!("http://127.0.0.1:8080/pay?id={order_id}")
-    );
+    assert_eq!(string(&v, "payment_url"), format!("http://127.0.0.1:8080/pay?id={order_id}"));
 }
 
 #[test]
@@ -161,14 +147,7 @@ fn create_with_every_field_echoes_them_and_data_keeps_the_spec_fields() {
         sorted(CREATE_DATA_FIELDS),
         "data must have exactly the §2.2 fields even when more were sent"
     );
-    for field in [
-        "merchant_order_id",
-        "title",
-        "description",
-        "callback_url",
-        "webhook_url",
-        "currency",
-    ] {
+    for field in ["merchant_order_id", "title", "description", "callback_url", "webhook_url", "currency"] {
         assert_eq!(data[field], body[field], "{field} as sent");
     }
     assert_eq!(data["amount"].to_string(), "19.99");
@@ -178,10 +157,7 @@ fn create_with_every_field_echoes_them_and_data_keeps_the_spec_fields() {
     let mut with_urls: Vec<&str> = GET_ORDER_FIELDS.to_vec();
     with_urls.extend(["cancel_url", "success_url"]);
     assert_eq!(keys_of(order), sorted(&with_urls));
-    assert_eq!(
-        string(order, "cancel_url"),
-        "https://shop.example.com/cancel"
-    );
+    assert_eq!(string(order, "cancel_url"), "https://shop.example.com/cancel");
     assert_eq!(string(order, "success_url"), "https://shop.example.com/ok");
     for field in ["merchant_order_id", "title", "description", "callback_url"] {
         assert_eq!(order[field], body[field], "order.{field} as sent");
@@ -189,10 +165,7 @@ fn create_with_every_field_echoes_them_and_data_keeps_the_spec_fields() {
     assert_eq!(order["price_amount"].to_string(), "19.99");
     assert_eq!(string(order, "price_currency"), "USD");
     assert_eq!(string(&got["invoice"], "currency"), "BTC");
-    assert_eq!(
-        string(&got["invoice"], "merchant_order_id"),
-        "INV-2026/001"
-    );
+    assert_eq!(string(&got["invoice"], "merchant_order_id"), "INV-2026/001");
 }
 
 #[test]
@@ -201,10 +174,7 @@ fn payment_url_uses_the_configured_page_base() {
         c.payment_page_url = "https://pay.example.com/checkout".to_string();
     });
     let v = h.create(&minimal_order());
-    assert_eq!(
-        string(&v, "payment_url"),
-        format!("https://pay.example.com/checkout?id={}", order_id_of(&v))
-    );
+    assert_eq!(string(&v, "payment_url"), format!("https://pay.example.com/checkout?id={}", order_id_of(&v)));
 }
 
 #[test]
@@ -235,52 +205,31 @@ fn get_order_returns_order_and_invoice_with_spec_fields_and_types() {
     assert_eq!(int(&v, "status"), 200);
 
     let order = &v["order"];
-    assert_eq!(
-        keys_of(order),
-        sorted(GET_ORDER_FIELDS),
-        "cancel_url/success_url must be absent when not set"
-    );
+    assert_eq!(keys_of(order), sorted(GET_ORDER_FIELDS), "cancel_url/success_url must be absent when not set");
     assert_eq!(string(order, "order_id"), id);
     assert_eq!(int(order, "user_id"), h.user_id);
-    assert_eq!(
-        order["merchant_order_id"],
-        created["data"]["merchant_order_id"]
-    );
+    assert_eq!(order["merchant_order_id"], created["data"]["merchant_order_id"]);
     assert_eq!(string(order, "title"), "t");
     assert!(order["description"].is_null(), "{order}");
     assert!(order["callback_url"].is_null(), "{order}");
     assert!(order["price_amount"].is_number());
     assert_eq!(order["price_amount"].to_string(), "10");
     assert_eq!(string(order, "price_currency"), "USD");
-    assert_eq!(
-        string(order, "receive_currency"),
-        "",
-        "receive_currency is empty until a payment is seen"
-    );
+    assert_eq!(string(order, "receive_currency"), "", "receive_currency is empty until a payment is seen");
     assert_eq!(string(order, "status"), "NEW");
     assert_eq!(string(order, "created_at"), T0_ISO);
     assert_eq!(string(order, "updated_at"), T0_ISO);
-    assert_eq!(
-        int(order, "deleted"),
-        0,
-        "deleted must be the integer 0: {order}"
-    );
+    assert_eq!(int(order, "deleted"), 0, "deleted must be the integer 0: {order}");
     assert_eq!(order["deleted"].to_string(), "0");
 
     let inv = &v["invoice"];
     assert_eq!(keys_of(inv), sorted(INVOICE_FIELDS));
     assert!(!string(inv, "invoice_id").is_empty());
     assert_eq!(string(inv, "order_id"), id);
-    assert_eq!(
-        inv["merchant_order_id"],
-        created["data"]["merchant_order_id"]
-    );
+    assert_eq!(inv["merchant_order_id"], created["data"]["merchant_order_id"]);
     assert!(inv["amount"].is_number(), "{inv}");
     assert!(number_as_f64(&inv["amount"]) > 0.0);
-    assert!(
-        decimals_of(&inv["amount"]) <= 6,
-        "USDT has 6 decimals: {inv}"
-    );
+    assert!(decimals_of(&inv["amount"]) <= 6, "USDT has 6 decimals: {inv}");
     assert_eq!(string(inv, "currency"), "USDT", "default pay currency");
     assert_eq!(string(inv, "status"), "NEW");
     assert_eq!(string(inv, "created_at"), T0_ISO);
@@ -323,10 +272,7 @@ fn invoice_expiry_follows_the_configured_ttl() {
     });
     let v = get_order(&h, &order_id_of(&h.create(&minimal_order())));
     assert_eq!(int(&v["invoice"], "expired_at_t"), T0_MS + 600_000);
-    assert_eq!(
-        string(&v["invoice"], "expired_at"),
-        iso_from_ms(T0_MS + 600_000)
-    );
+    assert_eq!(string(&v["invoice"], "expired_at"), iso_from_ms(T0_MS + 600_000));
 }
 
 #[test]
@@ -350,11 +296,7 @@ fn pay_currency_selects_the_invoice_coin() {
 fn get_unknown_or_malformed_order_id_is_order_not_valid_with_eror() {
     let h = harness();
     h.create(&minimal_order());
-    for id in [
-        "00000000-0000-4000-8000-000000000000",
-        "not-a-uuid",
-        "ord_does_not_exist",
-    ] {
+    for id in ["00000000-0000-4000-8000-000000000000", "not-a-uuid", "ord_does_not_exist"] {
         let resp = h.get(&format!("/v1/orders/{id}"));
         assert_error(&resp, 400, "ORDER_NOT_VALID");
     }
@@ -369,10 +311,7 @@ fn amount_19_99_round_trips_exactly() {
     assert_eq!(resp.status, 201, "{}", text(&resp));
     let raw = text(&resp);
     assert!(raw.contains("19.99"), "raw body must contain 19.99: {raw}");
-    assert!(
-        !raw.contains("19.989") && !raw.contains("19.990"),
-        "float artefact: {raw}"
-    );
+    assert!(!raw.contains("19.989") && !raw.contains("19.990"), "float artefact: {raw}");
     let v = resp.json();
     assert_eq!(v["data"]["amount"].to_string(), "19.99");
     let id = order_id_of(&v);
@@ -392,10 +331,7 @@ fn numeric_string_amount_is_accepted_and_rendered_as_a_number() {
     let resp = h.post_raw(r#"{"currency":"USD","amount":"19.99"}"#);
     assert_eq!(resp.status, 201, "{}", text(&resp));
     let v = resp.json();
-    assert!(
-        v["data"]["amount"].is_number(),
-        "amount must render as a JSON number: {v}"
-    );
+    assert!(v["data"]["amount"].is_number(), "amount must render as a JSON number: {v}");
     assert_eq!(v["data"]["amount"].to_string(), "19.99");
 }
 
@@ -478,11 +414,7 @@ fn title_limit_is_200_unicode_characters() {
     for unit in ["a", "é", "日", "😀"] {
         let ok = unit.repeat(200);
         let v = h.create(&json!({"currency": "USD", "amount": 1, "title": ok}));
-        assert_eq!(
-            string(&v["data"], "title"),
-            ok,
-            "title round-trips ({unit})"
-        );
+        assert_eq!(string(&v["data"], "title"), ok, "title round-trips ({unit})");
 
         let resp = h.post(&json!({"currency": "USD", "amount": 1, "title": unit.repeat(201)}));
         let msg = assert_field_error(&resp, "API_LIMIT_EXCEEDED", "title");
@@ -498,8 +430,7 @@ fn description_limit_is_800_unicode_characters() {
         let v = h.create(&json!({"currency": "USD", "amount": 1, "description": ok}));
         assert_eq!(string(&v["data"], "description"), ok);
 
-        let resp =
-            h.post(&json!({"currency": "USD", "amount": 1, "description": unit.repeat(801)}));
+        let resp = h.post(&json!({"currency": "USD", "amount": 1, "description": unit.repeat(801)}));
         let msg = assert_field_error(&resp, "API_LIMIT_EXCEEDED", "description");
         assert_eq!(msg, "description: at most 800 characters");
     }
@@ -585,10 +516,7 @@ fn url_fields_must_be_absolute_http_urls_of_at_most_2048_chars() {
 fn customer_email_rules() {
     let h = harness();
     let v = h.create(&json!({"currency": "USD", "amount": 1, "customer_email": "buyer@example.com"}));
-    assert!(
-        v["data"].get("customer_email").is_none(),
-        "not a §2.2 field"
-    );
+    assert!(v["data"].get("customer_email").is_none(), "not a §2.2 field");
 
     let long_local = format!("{}@example.com", "a".repeat(243));
     assert_eq!(long_local.len(), 255);
@@ -662,12 +590,7 @@ fn padded_body(len: usize) -> Vec<u8> {
 fn body_is_limited_to_64_kib() {
     let h = harness();
     let resp = h.post_raw(padded_body(64 * 1024));
-    assert_eq!(
-        resp.status,
-        201,
-        "a body of exactly 64 KiB is allowed: {}",
-        text(&resp)
-    );
+    assert_eq!(resp.status, 201, "a body of exactly 64 KiB is allowed: {}", text(&resp));
     let resp = h.post_raw(padded_body(64 * 1024 + 1));
     assert_invalid(&resp, "body");
     let resp = h.post_raw(padded_body(1024 * 1024));
@@ -692,10 +615,7 @@ fn unknown_fields_are_ignored() {
     assert_eq!(keys_of(data), sorted(CREATE_DATA_FIELDS));
     assert_eq!(string(data, "status"), "NEW", "status cannot be injected");
     assert_eq!(int(data, "user_id"), h.user_id, "user_id cannot be injected");
-    assert_ne!(
-        string(data, "order_id"),
-        "00000000-0000-4000-8000-000000000000"
-    );
+    assert_ne!(string(data, "order_id"), "00000000-0000-4000-8000-000000000000");
 }
 
 #[test]
@@ -703,11 +623,7 @@ fn validation_failures_store_nothing() {
     let h = harness();
     assert_eq!(h.post(&json!({"currency": "usd", "amount": 1})).status, 400);
     assert_eq!(h.post(&json!({"currency": "USD", "amount": 0})).status, 400);
-    assert_eq!(
-        h.post(&json!({"currency": "USD", "amount": 1, "title": "x".repeat(201)}))
-            .status,
-        400
-    );
+    assert_eq!(h.post(&json!({"currency": "USD", "amount": 1, "title": "x".repeat(201)})).status, 400);
     assert!(list_all(&h.svc, &h.key).is_empty());
 }
 
@@ -722,11 +638,7 @@ fn identical_retry_replays_the_original_201() {
     h.clock.advance_ms(5_000);
     let second = h.post_raw(body.to_vec());
     assert_eq!(second.status, 201, "replay: {}", text(&second));
-    assert_eq!(
-        second.json(),
-        first.json(),
-        "replay must return the original body"
-    );
+    assert_eq!(second.json(), first.json(), "replay must return the original body");
     assert_eq!(second.body, first.body, "replay must be byte-identical");
 
     let all = list_all(&h.svc, &h.key);
@@ -771,19 +683,17 @@ fn another_key_of_the_same_merchant_sees_its_orders() {
     let h = harness();
     let created = h.create(&minimal_order());
     let (second_key, _) = h.new_key(h.user_id, Environment::Sandbox);
-    let resp = get(
-        &h.svc,
-        &second_key,
-        &format!("/v1/orders/{}", order_id_of(&created)),
-    );
-    assert_eq!(
-        resp.status,
-        200,
-        "orders belong to the merchant account, not the key: {}",
-        text(&resp)
-    );
-    assert_eq!(
-        ids(&list_all(&h.svc, &second_key)),
-        vec![order_id_of(&created)]
-    );
+    let resp = get(&h.svc, &second_key, &format!("/v1/orders/{}", order_id_of(&created)));
+    assert_eq!(resp.status, 200, "orders belong to the merchant account, not the key: {}", text(&resp));
+    assert_eq!(ids(&list_all(&h.svc, &second_key)), vec![order_id_of(&created)]);
+}
+
+#[test]
+fn a_pair_without_a_rate_is_parameters_missing() {
+    // MXN is a valid ISO 4217 code for which the service has no quote (DESIGN §6).
+    let h = harness();
+    let resp = h.post(&json!({"currency": "MXN", "amount": 10}));
+    let msg = assert_error(&resp, 400, "PARAMETERS_MISSING");
+    assert!(msg.starts_with("currency: ") || msg.starts_with("pay_currency: "), "the message names the field: {msg}");
+    assert!(list_all(&h.svc, &h.key).is_empty());
 }

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -44,7 +45,8 @@ enum Command {
     /// Serve the HTTP API (`POST /v1/orders`, `GET /v1/orders`, `GET /v1/orders/<id>`).
     ///
     /// Prints `coinorder listening on http://<addr> (<env>)` once listening, then serves
-    /// until interrupted (Ctrl-C or SIGTERM), answers the requests in flight and exits 0.
+    /// until interrupted (Ctrl-C or SIGTERM), answers the requests in flight (waiting up
+    /// to 10 s) and exits 0. A second interrupt exits at once, with status 1.
     Serve(ServeArgs),
 }
 
@@ -249,9 +251,16 @@ fn serve(db: &Path, args: ServeArgs) -> CliResult<()> {
 
     // Install the signal handler before announcing the address, so that a SIGTERM sent
     // as soon as the line is read already means "shut down cleanly".
+    // A second signal quits at once instead of waiting for requests in flight.
     let (stop_tx, stop_rx) = mpsc::channel();
+    let signals = AtomicUsize::new(0);
     ctrlc::set_handler(move || {
-        let _ = stop_tx.send(());
+        if signals.fetch_add(1, Ordering::SeqCst) == 0 {
+            let _ = stop_tx.send(());
+        } else {
+            eprintln!("error: interrupted again; exiting without waiting for requests in flight");
+            std::process::exit(1);
+        }
     })
     .map_err(|e| format!("cannot install the signal handler: {e}"))?;
 
@@ -266,6 +275,7 @@ fn serve(db: &Path, args: ServeArgs) -> CliResult<()> {
 
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
+    eprintln!("coinorder: shutting down (waiting up to 10 s for requests in flight)");
     handle.shutdown();
     Ok(())
 }

@@ -6,9 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use coinorder::{
-    Config, Environment, ManualClock, NewApiKey, RateLimit, Service, WireRequest, WireResponse,
-};
+use coinorder::{Config, Environment, ManualClock, NewApiKey, RateLimit, Service, WireRequest, WireResponse};
 use serde_json::{json, Value};
 
 /// 2026-11-22T05:51:22.123Z as Unix epoch milliseconds.
@@ -99,9 +97,7 @@ pub fn harness_with(environment: Environment, adjust: impl FnOnce(&mut Config)) 
 
 /// Creates an active key; returns (plain key, key id).
 pub fn new_key(svc: &Service, user_id: i64, environment: Environment) -> (String, String) {
-    let created = svc
-        .create_key(NewApiKey { user_id, environment, webhook_url: None })
-        .expect("create key");
+    let created = svc.create_key(NewApiKey { user_id, environment, webhook_url: None }).expect("create key");
     (created.plain_key.expose().to_string(), created.key.id.clone())
 }
 
@@ -148,22 +144,14 @@ pub fn minimal_order() -> Value {
 
 /// The value of header `name` (case-insensitive).
 pub fn header<'a>(resp: &'a WireResponse, name: &str) -> Option<&'a str> {
-    resp.headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+    resp.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 /// Asserts the response declares a JSON body and the body parses as JSON.
 pub fn assert_json_content_type(resp: &WireResponse) {
     let ct = header(resp, "content-type").unwrap_or("");
-    assert!(
-        ct.starts_with("application/json"),
-        "content-type {ct:?} for {}",
-        text(resp)
-    );
-    serde_json::from_slice::<Value>(&resp.body)
-        .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", text(resp)));
+    assert!(ct.starts_with("application/json"), "content-type {ct:?} for {}", text(resp));
+    serde_json::from_slice::<Value>(&resp.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", text(resp)));
 }
 
 /// Asserts an error response: HTTP `status`, body exactly
@@ -174,16 +162,9 @@ pub fn assert_error(resp: &WireResponse, status: u16, code: &str) -> String {
     assert_json_content_type(resp);
     let v = resp.json();
     let obj = v.as_object().unwrap_or_else(|| panic!("error body not an object: {v}"));
-    assert_eq!(
-        v["status"].as_i64(),
-        Some(i64::from(status)),
-        "body status must be the integer HTTP status: {v}"
-    );
+    assert_eq!(v["status"].as_i64(), Some(i64::from(status)), "body status must be the integer HTTP status: {v}");
     assert_eq!(v["error_code"].as_str(), Some(code), "error_code: {v}");
-    let message = v["error"]
-        .as_str()
-        .unwrap_or_else(|| panic!("error must be a string: {v}"))
-        .to_string();
+    let message = v["error"].as_str().unwrap_or_else(|| panic!("error must be a string: {v}")).to_string();
     assert!(!message.is_empty(), "empty error message: {v}");
     let mut expected_keys = vec!["error", "error_code", "status"];
     if code == "ORDER_NOT_VALID" {
@@ -219,12 +200,7 @@ pub fn assert_invalid(resp: &WireResponse, field: &str) -> String {
 
 /// The sorted member names of a JSON object.
 pub fn keys_of(v: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = v
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"))
-        .keys()
-        .cloned()
-        .collect();
+    let mut keys: Vec<String> = v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect();
     keys.sort_unstable();
     keys
 }
@@ -255,12 +231,7 @@ pub fn iso_from_ms(ms: i64) -> String {
     if month <= 2 {
         year += 1;
     }
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
 }
 
 /// True for `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -281,10 +252,7 @@ pub fn is_iso_ms(s: &str) -> bool {
 pub fn is_uuid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.len() == 5
-        && parts
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(p, n)| p.len() == n && p.bytes().all(|c| c.is_ascii_hexdigit()))
+        && parts.iter().zip([8, 4, 4, 4, 12]).all(|(p, n)| p.len() == n && p.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// True when every byte is `[0-9A-Za-z]`.
@@ -296,16 +264,12 @@ pub fn is_base62(s: &str) -> bool {
 pub fn int(v: &Value, name: &str) -> i64 {
     let member = &v[name];
     assert!(member.is_number(), "{name} must be a JSON number: {v}");
-    member
-        .as_i64()
-        .unwrap_or_else(|| panic!("{name} must be an integer: {member}"))
+    member.as_i64().unwrap_or_else(|| panic!("{name} must be an integer: {member}"))
 }
 
 /// The string value of a JSON member that must be a string.
 pub fn string<'a>(v: &'a Value, name: &str) -> &'a str {
-    v[name]
-        .as_str()
-        .unwrap_or_else(|| panic!("{name} must be a string: {v}"))
+    v[name].as_str().unwrap_or_else(|| panic!("{name} must be a string: {v}"))
 }
 
 /// Every order of the harness key's merchant, paging with limit 50.
@@ -331,8 +295,5 @@ pub fn list_all(svc: &Service, key: &str) -> Vec<Value> {
 
 /// The order ids of a list of orders, in order.
 pub fn ids(orders: &[Value]) -> Vec<String> {
-    orders
-        .iter()
-        .map(|o| string(o, "order_id").to_string())
-        .collect()
+    orders.iter().map(|o| string(o, "order_id").to_string()).collect()
 }

@@ -1,0 +1,320 @@
+//! Acceptance tests for authentication, rate limiting, merchant and environment
+//! isolation, routing (404) and internal errors (500) through `Service::handle`
+//! (DESIGN §3, §5).
+
+mod common;
+
+use std::sync::Arc;
+
+use coinorder::{Environment, ManualClock, RateLimit, Service, WireRequest};
+use common::*;
+use serde_json::json;
+
+fn order_id_of(created: &serde_json::Value) -> String {
+    string(&created["data"], "order_id").to_string()
+}
+
+// ---------------------------------------------------------------- authentication
+
+#[test]
+fn missing_or_empty_key_is_authentication_failed() {
+    let h = harness();
+    let body = serde_json::to_vec(&minimal_order()).expect("json");
+    let no_header =
+        WireRequest::new("POST", "/v1/orders").header("content-type", "application/json").body(body.clone());
+    assert_error(&h.svc.handle(&no_header), 400, "AUTHENTICATION_FAILED");
+    assert_error(&post_raw(&h.svc, "", body), 400, "AUTHENTICATION_FAILED");
+    assert_error(&h.svc.handle(&WireRequest::new("GET", "/v1/orders")), 400, "AUTHENTICATION_FAILED");
+    assert_error(&get(&h.svc, "", "/v1/orders"), 400, "AUTHENTICATION_FAILED");
+    assert_error(
+        &h.svc.handle(&WireRequest::new("GET", "/v1/orders/00000000-0000-4000-8000-000000000000")),
+        400,
+        "AUTHENTICATION_FAILED",
+    );
+    assert!(list_all(&h.svc, &h.key).is_empty(), "nothing was created");
+}
+
+#[test]
+fn authentication_comes_before_body_validation() {
+    let h = harness();
+    let req =
+        WireRequest::new("POST", "/v1/orders").header("content-type", "application/json").body(b"not json".to_vec());
+    assert_error(&h.svc.handle(&req), 400, "AUTHENTICATION_FAILED");
+    let unknown = format!("test_{}", "A".repeat(40));
+    assert_error(&post_raw(&h.svc, &unknown, b"not json".to_vec()), 401, "Unauthorized");
+}
+
+#[test]
+fn header_name_is_case_insensitive() {
+    let h = harness();
+    let req = WireRequest::new("GET", "/v1/orders").header("X-API-Key", &h.key);
+    let resp = h.svc.handle(&req);
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+}
+
+#[test]
+fn unknown_malformed_or_other_environment_keys_are_401() {
+    let h = harness();
+    let (live_key, _) = h.new_key(h.user_id, Environment::Live);
+    assert!(live_key.starts_with("prod_"));
+    let unknown = format!("test_{}", "Z".repeat(40));
+    let cases = [
+        ("unknown well-formed sandbox key", unknown.clone()),
+        ("garbage", "garbage".to_string()),
+        ("prefix only", "test_".to_string()),
+        ("too short", h.key[..h.key.len() - 1].to_string()),
+        ("too long", format!("{}x", h.key)),
+        ("wrong case prefix", h.key.replacen("test_", "TEST_", 1)),
+        ("key with spaces", format!(" {} x", h.key)),
+        ("other environment", live_key.clone()),
+    ];
+    for (case, key) in cases {
+        let resp = get(&h.svc, &key, "/v1/orders");
+        let msg = assert_error(&resp, 401, "Unauthorized");
+        assert!(!msg.contains(&h.key), "{case}: message must not echo keys");
+        let resp = post_json(&h.svc, &key, &minimal_order());
+        assert_error(&resp, 401, "Unauthorized");
+    }
+    assert!(list_all(&h.svc, &h.key).is_empty());
+}
+
+#[test]
+fn deleted_key_is_401_and_other_keys_keep_working() {
+    let h = harness();
+    let (other, _) = h.new_key(h.user_id, Environment::Sandbox);
+    let created = h.create(&minimal_order());
+    h.svc.delete_key(&h.key_id).expect("delete key");
+    assert_error(&h.get("/v1/orders"), 401, "Unauthorized");
+    assert_error(&h.post(&minimal_order()), 401, "Unauthorized");
+    assert_error(&h.get(&format!("/v1/orders/{}", order_id_of(&created))), 401, "Unauthorized");
+    // The merchant's orders survive the key; another key of the merchant sees them.
+    assert_eq!(ids(&list_all(&h.svc, &other)), vec![order_id_of(&created)]);
+}
+
+#[test]
+fn inactive_key_is_authentication_failed_and_reactivation_restores_it() {
+    let h = harness();
+    let created = h.create(&minimal_order());
+    let path = format!("/v1/orders/{}", order_id_of(&created));
+
+    h.svc.deactivate_key(&h.key_id).expect("deactivate");
+    assert_error(&h.post(&minimal_order()), 400, "AUTHENTICATION_FAILED");
+    assert_error(&h.get("/v1/orders"), 400, "AUTHENTICATION_FAILED");
+    assert_error(&h.get(&path), 400, "AUTHENTICATION_FAILED");
+
+    h.svc.activate_key(&h.key_id).expect("activate");
+    assert_eq!(h.get(&path).status, 200);
+    h.create(&minimal_order());
+    assert_eq!(list_all(&h.svc, &h.key).len(), 2, "only active requests created orders");
+}
+
+#[test]
+fn a_key_deactivated_through_another_service_instance_is_rejected() {
+    // Two services on the same file (e.g. the CLI and a running server): a change made
+    // through one must take effect in the other.
+    let h = harness();
+    assert_eq!(h.get("/v1/orders").status, 200);
+    let clock = Arc::new(ManualClock::new(T0_MS));
+    let admin = Service::open(h.db(), config(Environment::Sandbox, &clock)).expect("open");
+    admin.deactivate_key(&h.key_id).expect("deactivate");
+    assert_error(&h.get("/v1/orders"), 400, "AUTHENTICATION_FAILED");
+    admin.activate_key(&h.key_id).expect("activate");
+    assert_eq!(h.get("/v1/orders").status, 200);
+    admin.delete_key(&h.key_id).expect("delete");
+    assert_error(&h.get("/v1/orders"), 401, "Unauthorized");
+}
+
+// ---------------------------------------------------------------- rate limit
+
+#[test]
+fn rate_limit_trips_and_recovers_on_the_clock() {
+    let h = harness_with(Environment::Sandbox, |c| {
+        c.rate_limit = RateLimit { per_second: 1, burst: 3 };
+    });
+    let (other, _) = h.new_key(h.user_id, Environment::Sandbox);
+    for i in 0..3 {
+        let resp = h.post(&json!({"currency": "USD", "amount": i + 1}));
+        assert_eq!(resp.status, 201, "request {i} within the burst: {}", text(&resp));
+    }
+    let limited = h.post(&json!({"currency": "USD", "amount": 99}));
+    assert_error(&limited, 400, "API_LIMIT_EXCEEDED");
+    assert_error(&h.get("/v1/orders"), 400, "API_LIMIT_EXCEEDED");
+
+    // The bucket is per key.
+    assert_eq!(get(&h.svc, &other, "/v1/orders").status, 200);
+
+    // Not refilled before a full second.
+    h.clock.advance_ms(500);
+    assert_error(&h.get("/v1/orders"), 400, "API_LIMIT_EXCEEDED");
+    // One token back after more than a second in total.
+    h.clock.advance_ms(501);
+    assert_eq!(h.get("/v1/orders").status, 200, "recovered after >1 s");
+    assert_error(&h.get("/v1/orders"), 400, "API_LIMIT_EXCEEDED");
+
+    // A long pause refills only up to the burst.
+    h.clock.advance_ms(60_000);
+    for _ in 0..3 {
+        assert_eq!(h.get("/v1/orders").status, 200);
+    }
+    assert_error(&h.get("/v1/orders"), 400, "API_LIMIT_EXCEEDED");
+
+    assert_eq!(list_all(&h.svc, &other).len(), 3, "the rate-limited create stored nothing");
+}
+
+#[test]
+fn default_rate_limit_is_100_per_second_with_burst_100() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(T0_MS));
+    let mut cfg = coinorder::Config::new(Environment::Sandbox);
+    cfg.clock = clock.clone();
+    assert_eq!(cfg.rate_limit, RateLimit { per_second: 100, burst: 100 });
+    let svc = Service::open(db_path(&dir), cfg).expect("open");
+    let (key, _) = new_key(&svc, 1, Environment::Sandbox);
+    for i in 0..100 {
+        let resp = get(&svc, &key, "/v1/orders");
+        assert_eq!(resp.status, 200, "request {i}: {}", text(&resp));
+    }
+    assert_error(&get(&svc, &key, "/v1/orders"), 400, "API_LIMIT_EXCEEDED");
+    clock.advance_ms(20);
+    assert_eq!(get(&svc, &key, "/v1/orders").status, 200, "100/s refills one per 10 ms");
+}
+
+#[test]
+fn rate_limit_off_never_trips() {
+    let h = harness(); // RateLimit::OFF
+    for _ in 0..300 {
+        assert_eq!(h.get("/v1/orders").status, 200);
+    }
+}
+
+// ---------------------------------------------------------------- isolation
+
+#[test]
+fn merchants_cannot_see_each_others_orders() {
+    let h = harness();
+    let (key_b, _) = h.new_key(7, Environment::Sandbox);
+    let a1 = h.create(&json!({"currency": "USD", "amount": 1, "merchant_order_id": "a-1"}));
+    let b1 = create_ok(&h.svc, &key_b, &json!({"currency": "USD", "amount": 2}));
+
+    let resp = get(&h.svc, &key_b, &format!("/v1/orders/{}", order_id_of(&a1)));
+    assert_error(&resp, 400, "ORDER_NOT_VALID");
+    let resp = h.get(&format!("/v1/orders/{}", order_id_of(&b1)));
+    assert_error(&resp, 400, "ORDER_NOT_VALID");
+
+    assert_eq!(ids(&list_all(&h.svc, &h.key)), vec![order_id_of(&a1)]);
+    assert_eq!(ids(&list_all(&h.svc, &key_b)), vec![order_id_of(&b1)]);
+    for o in list_all(&h.svc, &key_b) {
+        assert_eq!(int(&o, "user_id"), 7);
+    }
+    // B may reuse A's merchant_order_id; it is not a duplicate across merchants.
+    create_ok(&h.svc, &key_b, &json!({"currency": "USD", "amount": 3, "merchant_order_id": "a-1"}));
+}
+
+#[test]
+fn sandbox_and_live_on_one_file_do_not_see_each_other() {
+    let h = harness();
+    let live = Service::open(h.db(), config(Environment::Live, &h.clock)).expect("open live");
+    assert_eq!(live.environment(), Environment::Live);
+    let (live_key, _) = new_key(&live, h.user_id, Environment::Live);
+    let sandbox_order = h.create(&json!({"currency": "USD", "amount": 1, "merchant_order_id": "env-ref"}));
+
+    // Keys only work in their own environment.
+    assert_error(&get(&live, &h.key, "/v1/orders"), 401, "Unauthorized");
+    assert_error(&get(&h.svc, &live_key, "/v1/orders"), 401, "Unauthorized");
+
+    // The live merchant (same user id) sees none of the sandbox orders.
+    let resp = get(&live, &live_key, "/v1/orders");
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    assert!(resp.json()["orders"].as_array().is_some_and(Vec::is_empty), "{}", text(&resp));
+    let resp = get(&live, &live_key, &format!("/v1/orders/{}", order_id_of(&sandbox_order)));
+    assert_error(&resp, 400, "ORDER_NOT_VALID");
+
+    // Sandbox still sees exactly its own order.
+    assert_eq!(ids(&list_all(&h.svc, &h.key)), vec![order_id_of(&sandbox_order)]);
+}
+
+// ---------------------------------------------------------------- routing
+
+#[test]
+fn unknown_paths_and_methods_are_404() {
+    let h = harness();
+    let created = h.create(&minimal_order());
+    let id = order_id_of(&created);
+    let cases = [
+        ("GET", "/".to_string()),
+        ("GET", "/v1".to_string()),
+        ("GET", "/v1/order".to_string()),
+        ("GET", "/v2/orders".to_string()),
+        ("GET", "/V1/ORDERS".to_string()),
+        ("GET", "/v1/orders/x/y/z".to_string()),
+        ("GET", "/v1/ordersX".to_string()),
+        ("POST", "/v1/keys".to_string()),
+        ("DELETE", "/v1/orders".to_string()),
+        ("PUT", "/v1/orders".to_string()),
+        ("PATCH", "/v1/orders".to_string()),
+        ("DELETE", format!("/v1/orders/{id}")),
+        ("PUT", format!("/v1/orders/{id}")),
+        ("POST", format!("/v1/orders/{id}")),
+        ("BREW", "/v1/orders".to_string()),
+    ];
+    for (method, path) in cases {
+        let req = WireRequest::new(method, &path)
+            .header("x-api-key", &h.key)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&minimal_order()).expect("json"));
+        let resp = h.svc.handle(&req);
+        assert_eq!(resp.status, 404, "{method} {path}: {}", text(&resp));
+        assert_error(&resp, 404, "Not Found");
+    }
+    // None of them touched the order.
+    let all = list_all(&h.svc, &h.key);
+    assert_eq!(ids(&all), vec![id.clone()]);
+    assert_eq!(h.get(&format!("/v1/orders/{id}")).status, 200);
+}
+
+#[test]
+fn query_string_does_not_change_routing() {
+    let h = harness();
+    let created = h.create(&minimal_order());
+    let id = order_id_of(&created);
+    let resp = h.get(&format!("/v1/orders/{id}?foo=bar"));
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    assert_eq!(string(&resp.json()["order"], "order_id"), id);
+    let resp = h
+        .svc
+        .handle(&post_request(&h.key, serde_json::to_vec(&minimal_order()).expect("json")).header("x-ignored", "1"));
+    assert_eq!(resp.status, 201);
+}
+
+// ---------------------------------------------------------------- 500
+
+#[test]
+fn storage_failure_is_500_without_internals() {
+    let h = harness();
+    h.create(&minimal_order());
+    // Break the storage under the service: drop every order/invoice table.
+    {
+        let conn = rusqlite::Connection::open(h.db()).expect("raw connection");
+        conn.busy_timeout(std::time::Duration::from_secs(10)).expect("busy timeout");
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .expect("prepare")
+            .query_map([], |row| row.get::<_, String>(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let doomed: Vec<&String> = tables.iter().filter(|t| t.contains("order") || t.contains("invoice")).collect();
+        assert!(!doomed.is_empty(), "no order tables found in {tables:?}");
+        conn.execute_batch("PRAGMA foreign_keys = OFF").expect("fk off");
+        for table in doomed {
+            conn.execute_batch(&format!("DROP TABLE \"{table}\"")).expect("drop");
+        }
+    }
+    for resp in [h.get("/v1/orders"), h.post(&minimal_order())] {
+        let msg = assert_error(&resp, 500, "InternalServerError");
+        let lower = msg.to_lowercase();
+        for leak in ["sqlite", "table", "sql", "rusqlite", "no such", "/tmp", ".db"] {
+            assert!(!lower.contains(leak), "500 leaks internals ({leak}): {msg}");
+        }
+    }
+}
