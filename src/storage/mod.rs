@@ -54,10 +54,18 @@ pub(crate) struct Conn<'a>(&'a Connection);
 impl Store {
     /// Opens (creating if needed) and migrates the database at `path`.
     pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Store> {
-        let mut writer = Connection::open(path)?;
-        configure(&writer, &options)?;
-        let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-        migrate(&mut writer)?;
+        // Switching a new file to WAL and the first migration need locks for which SQLite
+        // does not always call the busy handler (several processes opening a new file at
+        // once); retry the whole opening until `busy_timeout` has passed.
+        let started = std::time::Instant::now();
+        let writer = loop {
+            match open_writer(path, &options) {
+                Err(err) if is_busy(&err) && started.elapsed() < options.busy_timeout => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => break other?,
+            }
+        };
         Ok(Store { path: path.to_path_buf(), options, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
@@ -105,6 +113,14 @@ impl Store {
         conn.pragma_update(None, "query_only", true)?;
         Ok(conn)
     }
+}
+
+fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
+    let mut writer = Connection::open(path)?;
+    configure(&writer, options)?;
+    let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    migrate(&mut writer)?;
+    Ok(writer)
 }
 
 fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
