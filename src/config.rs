@@ -147,6 +147,11 @@ pub struct Config {
     pub secret_key_path: Option<std::path::PathBuf>,
     /// The clock used for timestamps, expiry and rate limiting.
     pub clock: Arc<dyn Clock>,
+    /// A live rate feed consulted before the rate table; `None`: table only.
+    pub rate_source: Option<Arc<dyn crate::rates::RateSource>>,
+    /// The host's wallet handing out deposit addresses. `None`: fake testnet-style
+    /// addresses in sandbox; in live, invoices have no address until one is configured.
+    pub address_source: Option<Arc<dyn crate::addresses::AddressSource>>,
 }
 
 impl Config {
@@ -164,6 +169,8 @@ impl Config {
             busy_timeout: Duration::from_secs(30),
             secret_key_path: None,
             clock: Arc::new(SystemClock),
+            rate_source: None,
+            address_source: None,
         }
     }
 

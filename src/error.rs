@@ -52,6 +52,28 @@ pub enum ErrorKind {
     /// The merchant_order_id is already used by a different order.
     #[error("merchant_order_id: {0:?} is already used by a different order")]
     DuplicateOrder(String),
+    /// The state machine does not allow this change (DESIGN §6).
+    #[error("order is {from}: {} is not allowed", trigger_words(*.trigger))]
+    InvalidTransition {
+        /// The order's state.
+        from: crate::OrderStatus,
+        /// What was attempted.
+        trigger: crate::Trigger,
+    },
+    /// No payment with that transaction id exists in this environment.
+    #[error("txid: no payment {0:?}")]
+    PaymentNotFound(String),
+    /// The payment is already confirmed or rejected, for good.
+    #[error("txid: payment {txid:?} is already {state}")]
+    PaymentSettled {
+        /// The payment.
+        txid: String,
+        /// Its final state.
+        state: crate::PaymentState,
+    },
+    /// Simulation exists in the sandbox only.
+    #[error("simulation is available in the sandbox only")]
+    SandboxOnly,
     /// No API key with that id exists.
     #[error("api key {0:?} not found")]
     KeyNotFound(String),
@@ -108,6 +130,9 @@ impl Error {
             ErrorKind::OrderNotFound => "ORDER_NOT_VALID",
             ErrorKind::DuplicateOrder(_) => "ORDER_DUPLICATE",
             ErrorKind::KeyNotFound(_) => "KEY_NOT_FOUND",
+            ErrorKind::InvalidTransition { .. } | ErrorKind::PaymentSettled { .. } => "ORDER_STATE_INVALID",
+            ErrorKind::PaymentNotFound(_) => "PAYMENT_NOT_FOUND",
+            ErrorKind::SandboxOnly => "Not Found",
             ErrorKind::NotFound => "Not Found",
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
@@ -120,7 +145,7 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match &*self.kind {
             ErrorKind::Unauthorized => 401,
-            ErrorKind::NotFound | ErrorKind::KeyNotFound(_) => 404,
+            ErrorKind::NotFound | ErrorKind::KeyNotFound(_) | ErrorKind::SandboxOnly => 404,
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
             | ErrorKind::Storage(_)
@@ -142,6 +167,19 @@ impl Error {
         } else {
             self.to_string()
         }
+    }
+}
+
+/// How a refused transition reads in an error message.
+fn trigger_words(trigger: crate::Trigger) -> &'static str {
+    use crate::Trigger;
+    match trigger {
+        Trigger::PaymentSeen => "a new payment",
+        Trigger::PaymentsCover => "completing the payment",
+        Trigger::ExpiredUnpaid | Trigger::ExpiredShort => "expiry",
+        Trigger::PaymentRejected => "rejecting a payment",
+        Trigger::Cancelled => "cancellation",
+        Trigger::MarkedPaid => "mark_paid",
     }
 }
 

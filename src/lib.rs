@@ -35,11 +35,15 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod addresses;
 mod config;
 mod error;
 mod keys;
+mod lifecycle;
 pub mod money;
 mod orders;
+mod page;
+mod payments;
 mod rate_limit;
 mod rates;
 mod render;
@@ -50,13 +54,17 @@ mod storage;
 mod time;
 mod wire;
 
+pub use addresses::{payment_uri, sandbox_address, AddressSource, DepositAddress};
 pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
+pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use orders::{
-    CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice,
-    DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
+    callback_redirect_url, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus,
+    OrderWithInvoice, DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
 };
+pub use payments::{Event, ExpiryReport, Payment, PaymentOutcome, PaymentState, Rate, SimulateAction, EXPIRY_BATCH};
+pub use rates::RateSource;
 pub use secrets::SecretString;
 pub use server::{Server, ServerHandle};
 pub use service::Service;

@@ -218,6 +218,14 @@ fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Optio
     }
 }
 
+/// Where the payment page sends the customer's browser once the order is final:
+/// `callback_url` with `order_id` and `status` added to its query (DESIGN §7).
+pub fn callback_redirect_url(order: &Order) -> Option<String> {
+    let mut url = url::Url::parse(order.callback_url.as_deref()?).ok()?;
+    url.query_pairs_mut().append_pair("order_id", &order.order_id).append_pair("status", order.status.as_str());
+    Some(url.to_string())
+}
+
 /// Checks an optional absolute http(s) URL of at most 2048 characters.
 pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
     let Some(text) = text else { return Ok(None) };
@@ -284,6 +292,8 @@ pub struct Order {
     pub updated_at: Timestamp,
     /// Deletion flag (always false today; kept for the spec's `deleted` member).
     pub deleted: bool,
+    /// True once the merchant accepted a late or short payment with `mark_paid`.
+    pub marked_paid: bool,
 }
 
 /// An order's invoice: the crypto quote (spec §2.4).
@@ -313,6 +323,10 @@ pub struct Invoice {
     pub expired_at: Timestamp,
     /// Last change.
     pub updated_at: Timestamp,
+    /// Where the customer sends the coins.
+    pub address: String,
+    /// The payment URI shown as a QR code (`bitcoin:<address>?amount=...`).
+    pub payment_uri: String,
 }
 
 /// An order with its invoice, as Get Order returns it.

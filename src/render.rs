@@ -3,8 +3,10 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::lifecycle::EventType;
 use crate::money::to_json_number;
-use crate::orders::{CreatedOrder, Invoice, Order};
+use crate::orders::{CreatedOrder, Invoice, Order, OrderStatus, OrderWithInvoice};
+use crate::time::Timestamp;
 
 fn opt(value: &Option<String>) -> Value {
     value.as_ref().map_or(Value::Null, |v| Value::String(v.clone()))
@@ -90,4 +92,25 @@ pub fn invoice(invoice: &Invoice) -> Value {
 /// One item of Get Orders (spec §2.5). No `apiKey`: keys never leave the service.
 pub fn order_list_item(order: &Order) -> Value {
     order_members(order, "amount", "currency")
+}
+
+/// The webhook body of an event (DESIGN §7):
+/// `{"type", "timestamp", "data": {"order", "invoice", "sequence", "previous_status"}}`.
+/// An order the merchant marked paid by hand carries `"marked_paid": true` in `data`.
+pub fn event_payload(
+    event_type: EventType,
+    at: Timestamp,
+    current: &OrderWithInvoice,
+    sequence: i64,
+    previous: OrderStatus,
+) -> Value {
+    let mut data = Map::new();
+    data.insert("order".into(), order_detail(&current.order));
+    data.insert("invoice".into(), invoice(&current.invoice));
+    data.insert("sequence".into(), json!(sequence));
+    data.insert("previous_status".into(), json!(previous.as_str()));
+    if current.order.marked_paid && event_type == EventType::Paid {
+        data.insert("marked_paid".into(), json!(true));
+    }
+    json!({"type": event_type.as_str(), "timestamp": at.to_iso(), "data": Value::Object(data)})
 }

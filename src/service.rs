@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::addresses::{self, DepositAddress};
 use crate::config::{Config, Environment};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
@@ -12,7 +13,6 @@ use crate::orders::{
     self, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice,
 };
 use crate::rate_limit::RateLimiter;
-use crate::rates;
 use crate::render;
 use crate::secrets::SecretBox;
 use crate::storage::{KeyRow, Store, StoreOptions};
@@ -29,7 +29,7 @@ const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 #[derive(Debug)]
 pub struct Service {
     config: Config,
-    store: Store,
+    pub(crate) store: Store,
     secrets: SecretBox,
     rate_limiter: RateLimiter,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
@@ -74,7 +74,7 @@ impl Service {
         self.config.environment
     }
 
-    fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         Timestamp(self.config.clock.now_ms())
     }
 
@@ -222,9 +222,7 @@ impl Service {
         self.check_merchant(merchant)?;
         let valid = request.validate(&self.config)?;
         let request_hash = valid.fingerprint();
-        let rate = rates::builtin_rate(self.environment(), &valid.pay_currency, &valid.currency).ok_or_else(|| {
-            Error::invalid("pay_currency", format!("no rate for {}/{}", valid.pay_currency, valid.currency))
-        })?;
+        let rate = self.current_rate(&valid.pay_currency, &valid.currency)?;
         let decimals = money::coin_decimals(&valid.pay_currency)
             .ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {}", valid.pay_currency)))?;
         let crypto_amount = money::crypto_amount(valid.amount, rate, decimals)
@@ -255,9 +253,12 @@ impl Service {
             created_at: now,
             updated_at: now,
             deleted: false,
+            marked_paid: false,
         };
+        let invoice_id = uuid::Uuid::new_v4().to_string();
+        let deposit = self.deposit_address(&order_id, &invoice_id, &valid.pay_currency, crypto_amount)?;
         let invoice = Invoice {
-            invoice_id: uuid::Uuid::new_v4().to_string(),
+            invoice_id,
             order_id: order_id.clone(),
             merchant_order_id,
             amount: crypto_amount,
@@ -269,6 +270,8 @@ impl Service {
             created_at: now,
             expired_at: now.plus_ms(ttl_ms),
             updated_at: now,
+            address: deposit.address,
+            payment_uri: deposit.payment_uri.unwrap_or_default(),
         };
         let mut created = CreatedOrder {
             order: OrderWithInvoice { order, invoice },
@@ -304,6 +307,29 @@ impl Service {
         let payment_url = stored["payment_url"].as_str().unwrap_or_default().to_string();
         let order = self.get_order(merchant, &order_id)?;
         Ok(CreatedOrder { order, payment_url, replayed: true, response_body })
+    }
+
+    /// The deposit address for a new invoice: from the host's address source, else the
+    /// sandbox's fake one; live without a source leaves it empty.
+    fn deposit_address(
+        &self,
+        order_id: &str,
+        invoice_id: &str,
+        currency: &str,
+        amount: rust_decimal::Decimal,
+    ) -> Result<DepositAddress> {
+        let address = match &self.config.address_source {
+            Some(source) => source
+                .deposit_address(order_id, currency, amount)
+                .map_err(|e| Error::new(ErrorKind::Config(format!("address source failed: {e}"))))?,
+            None => match addresses::default_address(self.environment(), invoice_id, currency) {
+                Some(address) => DepositAddress { address, payment_uri: None },
+                None => return Ok(DepositAddress { address: String::new(), payment_uri: Some(String::new()) }),
+            },
+        };
+        let uri =
+            address.payment_uri.clone().unwrap_or_else(|| addresses::payment_uri(currency, &address.address, amount));
+        Ok(DepositAddress { payment_uri: Some(uri), ..address })
     }
 
     /// The hosted payment page address for an order.

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::money;
 use crate::orders::{CreateOrder, ListOrders, OrderStatus, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
+use crate::page;
 use crate::render;
 use crate::service::Service;
 
@@ -99,6 +100,18 @@ enum Route<'a> {
     CreateOrder,
     ListOrders,
     GetOrder(&'a str),
+    Simulate(&'a str),
+    /// The hosted payment page and its key-less endpoints (`/pay...`).
+    Page(PageRoute),
+}
+
+/// The payment page's own routes; the order id travels in the `id` query parameter.
+#[derive(Clone, Copy)]
+enum PageRoute {
+    Html,
+    Status,
+    Cancel,
+    Simulate,
 }
 
 fn route<'a>(method: &str, path: &'a str) -> Option<Route<'a>> {
@@ -106,9 +119,17 @@ fn route<'a>(method: &str, path: &'a str) -> Option<Route<'a>> {
     match (method, path) {
         ("POST", "/v1/orders") => Some(Route::CreateOrder),
         ("GET", "/v1/orders") => Some(Route::ListOrders),
+        ("GET", "/pay") => Some(Route::Page(PageRoute::Html)),
+        ("GET", "/pay/status") => Some(Route::Page(PageRoute::Status)),
+        ("POST", "/pay/cancel") => Some(Route::Page(PageRoute::Cancel)),
+        ("POST", "/pay/simulate") => Some(Route::Page(PageRoute::Simulate)),
         ("GET", rest) => {
             let id = rest.strip_prefix("/v1/orders/")?;
             (!id.is_empty() && !id.contains('/')).then_some(Route::GetOrder(id))
+        }
+        ("POST", rest) => {
+            let id = rest.strip_prefix("/v1/orders/")?.strip_suffix("/simulate")?;
+            (!id.is_empty() && !id.contains('/')).then_some(Route::Simulate(id))
         }
         _ => None,
     }
@@ -131,6 +152,13 @@ impl Service {
         };
         let method = request.method.to_ascii_uppercase();
         let route = route(&method, path).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
+        if let Route::Page(page_route) = route {
+            return Ok(self.handle_page(page_route, query));
+        }
+        if matches!(route, Route::Simulate(_)) && self.environment() != crate::Environment::Sandbox {
+            // Simulation does not exist on a live service, not even as a refusal.
+            return Err(Error::new(ErrorKind::NotFound));
+        }
         let merchant = self.authenticate(request.header_value("x-api-key"))?;
         match route {
             Route::CreateOrder => {
@@ -138,15 +166,13 @@ impl Service {
                 let created = self.create_order(&merchant, &create)?;
                 Ok(WireResponse::json_body(201, created.response_body))
             }
-            Route::GetOrder(order_id) => {
-                let order = self.get_order(&merchant, order_id)?;
-                let body = json!({
-                    "status": 200,
-                    "order": render::order_detail(&order.order),
-                    "invoice": render::invoice(&order.invoice),
-                });
-                Ok(WireResponse::json_body(200, body.to_string()))
+            Route::GetOrder(order_id) => Ok(order_response(&self.get_order(&merchant, order_id)?)),
+            Route::Simulate(order_id) => {
+                self.get_order(&merchant, order_id)?;
+                let action = parse_simulate(&request.body)?;
+                Ok(order_response(&self.simulate(order_id, &action)?))
             }
+            Route::Page(_) => Err(Error::new(ErrorKind::NotFound)),
             Route::ListOrders => {
                 let page = self.list_orders(&merchant, &parse_list_query(query)?)?;
                 let body = json!({
@@ -162,6 +188,95 @@ impl Service {
     }
 }
 
+/// The Get Order body (spec §4.2): `{"status":200,"order":{..},"invoice":{..}}`.
+fn order_response(order: &crate::OrderWithInvoice) -> WireResponse {
+    let body = json!({
+        "status": 200,
+        "order": render::order_detail(&order.order),
+        "invoice": render::invoice(&order.invoice),
+    });
+    WireResponse::json_body(200, body.to_string())
+}
+
+impl Service {
+    /// The payment page routes: no API key (the unguessable order id is the capability),
+    /// and only public fields leave.
+    fn handle_page(&self, page_route: PageRoute, query: &str) -> WireResponse {
+        let order_id = url::form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| name == "id")
+            .map(|(_, value)| value.into_owned())
+            .unwrap_or_default();
+        let outcome = match page_route {
+            PageRoute::Html => {
+                return match self.order(&order_id) {
+                    Ok(order) => html_response(200, page::payment_page(self, &order)),
+                    Err(error) if !error.is_internal() => html_response(404, page::not_found_page()),
+                    Err(error) => html_response(500, page::error_page(&error)),
+                }
+            }
+            PageRoute::Status => self.order(&order_id),
+            PageRoute::Cancel => self.customer_cancel(&order_id),
+            PageRoute::Simulate => {
+                self.simulate(&order_id, &crate::SimulateAction::Pay { amount: None, confirmed: true })
+            }
+        };
+        match outcome {
+            Ok(order) => WireResponse::json_body(200, page::public_status(self, &order).to_string()),
+            Err(error) => WireResponse::from_error(&error),
+        }
+    }
+}
+
+fn html_response(status: u16, html: String) -> WireResponse {
+    WireResponse {
+        status,
+        headers: vec![
+            ("content-type".to_string(), "text/html; charset=utf-8".to_string()),
+            ("cache-control".to_string(), "no-store".to_string()),
+        ],
+        body: html.into_bytes(),
+    }
+}
+
+/// Parses `POST /v1/orders/<id>/simulate`'s body:
+/// `{"action": "pay"|"partial"|"confirm"|"reject"|"cancel"|"expire", "amount": .., "confirmed": ..}`.
+pub fn parse_simulate(body: &[u8]) -> Result<crate::SimulateAction> {
+    use crate::SimulateAction;
+    let fields = parse_object(body)?;
+    let amount = decimal_field(&fields, "amount")?;
+    let confirmed = match fields.get("confirmed") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(confirmed)) => *confirmed,
+        Some(_) => return Err(Error::invalid("confirmed", "must be true or false")),
+    };
+    let action = string_field(&fields, "action")?.ok_or_else(|| Error::invalid("action", "is required"))?;
+    Ok(match action.as_str() {
+        "pay" => SimulateAction::Pay { amount, confirmed },
+        "partial" => SimulateAction::Partial { amount },
+        "confirm" => SimulateAction::Confirm,
+        "reject" => SimulateAction::Reject,
+        "cancel" => SimulateAction::Cancel,
+        "expire" => SimulateAction::Expire,
+        other => {
+            return Err(Error::invalid(
+                "action",
+                format!("must be one of pay, partial, confirm, reject, cancel, expire, got {other:?}"),
+            ))
+        }
+    })
+}
+
+/// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].
+fn parse_object(body: &[u8]) -> Result<Map<String, Value>> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes")));
+    }
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        _ => Err(Error::invalid("body", "must be a JSON object")),
+    }
+}
+
 /// Parses the Create Order body into the typed request. Only types are checked here;
 /// the rules live in [`CreateOrder`]'s validation.
 pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
@@ -173,12 +288,7 @@ pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
         return Err(Error::invalid("body", "must be a JSON object"));
     };
     let currency = string_field(&fields, "currency")?.ok_or_else(|| Error::invalid("currency", "is required"))?;
-    let amount = match fields.get("amount") {
-        None | Some(Value::Null) => return Err(Error::invalid("amount", "is required")),
-        Some(Value::Number(number)) => money::parse_decimal("amount", &number.to_string())?,
-        Some(Value::String(text)) => money::parse_decimal("amount", text)?,
-        Some(_) => return Err(Error::invalid("amount", "must be a number")),
-    };
+    let amount = decimal_field(&fields, "amount")?.ok_or_else(|| Error::invalid("amount", "is required"))?;
     Ok(CreateOrder {
         merchant_order_id: string_field(&fields, "merchant_order_id")?,
         currency,
@@ -192,6 +302,16 @@ pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
         customer_email: string_field(&fields, "customer_email")?,
         pay_currency: string_field(&fields, "pay_currency")?,
     })
+}
+
+/// An optional exact decimal member: a JSON number or a numeric string.
+fn decimal_field(fields: &Map<String, Value>, name: &str) -> Result<Option<rust_decimal::Decimal>> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(number)) => money::parse_decimal(name, &number.to_string()).map(Some),
+        Some(Value::String(text)) => money::parse_decimal(name, text).map(Some),
+        Some(_) => Err(Error::invalid(name, "must be a number")),
+    }
 }
 
 /// An optional string member: absent or `null` is `None`; any other type is an error.

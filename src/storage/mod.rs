@@ -9,6 +9,7 @@
 
 mod keys;
 mod orders;
+mod payments;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -21,7 +22,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub(crate) use keys::KeyRow;
 
 /// Schema migrations, applied in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../migrations/0001_init.sql"), include_str!("../../migrations/0002_payments.sql")];
 
 /// The schema version this library writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

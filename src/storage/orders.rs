@@ -18,16 +18,16 @@ pub(crate) struct PriorCreate {
 
 const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.key_id, o.merchant_order_id, o.title,
     o.description, o.callback_url, o.webhook_url, o.success_url, o.cancel_url, o.customer_email, o.amount,
-    o.currency, o.receive_currency, o.status, o.created_at, o.updated_at, o.deleted";
+    o.currency, o.receive_currency, o.status, o.created_at, o.updated_at, o.deleted, o.marked_paid";
 
 /// How many columns ORDER_COLUMNS selects; invoice columns follow at this index.
-const ORDER_COLUMN_COUNT: usize = 19;
+const ORDER_COLUMN_COUNT: usize = 20;
 
 // Rows are read by position (a name lookup costs a scan of every column name); the
 // mappers below follow the order of these lists.
 const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
     i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
-    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at";
+    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri";
 
 fn decimal(row: &Row<'_>, column: usize) -> rusqlite::Result<Decimal> {
     let text: String = row.get(column)?;
@@ -63,6 +63,7 @@ fn order_row(row: &Row<'_>) -> rusqlite::Result<Order> {
         created_at: Timestamp(row.get(16)?),
         updated_at: Timestamp(row.get(17)?),
         deleted: row.get::<_, i64>(18)? != 0,
+        marked_paid: row.get::<_, i64>(19)? != 0,
     })
 }
 
@@ -81,6 +82,8 @@ fn order_with_invoice_row(row: &Row<'_>) -> rusqlite::Result<OrderWithInvoice> {
         created_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 7)?),
         expired_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 8)?),
         updated_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 9)?),
+        address: row.get(ORDER_COLUMN_COUNT + 10)?,
+        payment_uri: row.get(ORDER_COLUMN_COUNT + 11)?,
     };
     Ok(OrderWithInvoice { order, invoice })
 }
@@ -148,9 +151,9 @@ impl Conn<'_> {
         self.0
             .prepare_cached(
                 "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
-                    receive_currency, created_at, expired_at, updated_at)
+                    receive_currency, created_at, expired_at, updated_at, address, payment_uri)
                  VALUES (:invoice_id, :order_id, :amount, :currency, :rate, :status, :receive_amount,
-                    :receive_currency, :created_at, :expired_at, :updated_at)",
+                    :receive_currency, :created_at, :expired_at, :updated_at, :address, :payment_uri)",
             )?
             .execute(named_params! {
                 ":invoice_id": invoice.invoice_id,
@@ -164,6 +167,8 @@ impl Conn<'_> {
                 ":created_at": invoice.created_at.as_millis(),
                 ":expired_at": invoice.expired_at.as_millis(),
                 ":updated_at": invoice.updated_at.as_millis(),
+                ":address": invoice.address,
+                ":payment_uri": invoice.payment_uri,
             })?;
         Ok(())
     }
@@ -187,6 +192,80 @@ impl Conn<'_> {
                 order_with_invoice_row,
             )
             .optional()?)
+    }
+
+    /// The order with its invoice in `environment`, whoever owns it (host-level calls).
+    pub(crate) fn order_in_environment(
+        &self,
+        environment: Environment,
+        order_id: &str,
+    ) -> Result<Option<OrderWithInvoice>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
+             WHERE o.order_id = :order_id AND o.environment = :environment"
+        );
+        Ok(self
+            .0
+            .prepare_cached(&sql)?
+            .query_row(
+                named_params! {":order_id": order_id, ":environment": environment.as_str()},
+                order_with_invoice_row,
+            )
+            .optional()?)
+    }
+
+    /// Writes the state and received amounts of an order and its invoice.
+    pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
+        let (order, invoice) = (&current.order, &current.invoice);
+        self.0
+            .prepare_cached(
+                "UPDATE orders SET status = :status, receive_currency = :receive_currency,
+                        marked_paid = :marked_paid, updated_at = :updated_at
+                 WHERE order_id = :order_id",
+            )?
+            .execute(named_params! {
+                ":status": order.status.as_str(),
+                ":receive_currency": order.receive_currency,
+                ":marked_paid": i64::from(order.marked_paid),
+                ":updated_at": order.updated_at.as_millis(),
+                ":order_id": order.order_id,
+            })?;
+        self.0
+            .prepare_cached(
+                "UPDATE invoices SET status = :status, receive_amount = :receive_amount,
+                        receive_currency = :receive_currency, expired_at = :expired_at, updated_at = :updated_at
+                 WHERE order_id = :order_id",
+            )?
+            .execute(named_params! {
+                ":status": invoice.status.as_str(),
+                ":receive_amount": invoice.receive_amount.to_string(),
+                ":receive_currency": invoice.receive_currency,
+                ":expired_at": invoice.expired_at.as_millis(),
+                ":updated_at": invoice.updated_at.as_millis(),
+                ":order_id": order.order_id,
+            })?;
+        Ok(())
+    }
+
+    /// Orders of `environment` whose quote expired by `now` and that expiry would move:
+    /// NEW ones, and PENDING ones with no counted payment still waiting to confirm.
+    pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT o.order_id FROM invoices i JOIN orders o ON o.order_id = i.order_id
+             WHERE i.status IN ('NEW', 'PENDING') AND i.expired_at <= :now AND o.environment = :environment
+               AND NOT EXISTS (SELECT 1 FROM payments p
+                               WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = 'unconfirmed')
+             ORDER BY i.expired_at LIMIT :limit",
+        )?;
+        let rows = stmt
+            .query_map(named_params! {":now": now, ":environment": environment.as_str(), ":limit": limit}, |row| {
+                row.get::<_, String>(0)
+            })?;
+        let mut ids = Vec::new();
+        for row in rows {
+            ids.push(row?);
+        }
+        Ok(ids)
     }
 
     /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).

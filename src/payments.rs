@@ -1,0 +1,617 @@
+//! Payments and the order lifecycle (DESIGN §6): recording, confirming and rejecting
+//! payments, expiry, cancellation, `mark_paid`, rates and sandbox simulation.
+//!
+//! Every state change goes through [`crate::lifecycle::next_state`] and writes its event
+//! row in the same transaction (the transactional outbox that webhooks deliver from).
+
+use std::fmt;
+
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde::Serialize;
+
+use crate::config::Environment;
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys::{self, Merchant};
+use crate::lifecycle::{self, EventType, Trigger};
+use crate::money;
+use crate::orders::{OrderStatus, OrderWithInvoice};
+use crate::render;
+use crate::service::Service;
+use crate::storage::Conn;
+use crate::time::Timestamp;
+
+/// Orders moved per expiry transaction, so a large backlog never holds the write lock long.
+pub const EXPIRY_BATCH: usize = 500;
+
+/// Most characters in a transaction id.
+const TXID_MAX_CHARS: usize = 256;
+
+/// Where a payment stands on its chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PaymentState {
+    /// Seen, not yet final.
+    Unconfirmed,
+    /// Final.
+    Confirmed,
+    /// Will never be final (double spend, reorg, ...).
+    Rejected,
+}
+
+impl PaymentState {
+    /// `unconfirmed`, `confirmed` or `rejected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaymentState::Unconfirmed => "unconfirmed",
+            PaymentState::Confirmed => "confirmed",
+            PaymentState::Rejected => "rejected",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        [PaymentState::Unconfirmed, PaymentState::Confirmed, PaymentState::Rejected]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+impl fmt::Display for PaymentState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A payment toward an invoice, in the invoice's crypto currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Payment {
+    /// The chain transaction id; unique per environment.
+    pub txid: String,
+    /// The order paid.
+    pub order_id: String,
+    /// Amount, in `currency`.
+    pub amount: Decimal,
+    /// The invoice's crypto currency.
+    pub currency: String,
+    /// Unconfirmed, confirmed or rejected.
+    pub state: PaymentState,
+    /// True when first seen while the quote was open: only such payments pay the invoice
+    /// automatically. A payment first seen later is `order.paid_late`.
+    pub counts: bool,
+    /// When it was first recorded.
+    pub seen_at: Timestamp,
+    /// When it was confirmed or rejected.
+    pub settled_at: Option<Timestamp>,
+}
+
+/// A state change of an order, as stored in the outbox and sent as a webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Stable id; the webhook's `webhook-id`.
+    pub event_id: String,
+    /// The order it is about.
+    pub order_id: String,
+    /// The order's environment.
+    pub environment: Environment,
+    /// 1, 2, 3... per order, so receivers can drop stale events.
+    pub sequence: i64,
+    /// What happened.
+    pub event_type: EventType,
+    /// The state before.
+    pub previous_status: OrderStatus,
+    /// The state after (equal to `previous_status` for `order.paid_late`).
+    pub status: OrderStatus,
+    /// The exact JSON body sent to the merchant.
+    pub payload: String,
+    /// When it happened.
+    pub created_at: Timestamp,
+}
+
+/// A host-set exchange rate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rate {
+    /// The environment it applies to.
+    #[serde(serialize_with = "serialize_environment")]
+    pub environment: Environment,
+    /// Coin code, e.g. `BTC`.
+    pub crypto: String,
+    /// Fiat code, e.g. `USD`.
+    pub fiat: String,
+    /// Fiat units per one coin.
+    pub rate: Decimal,
+    /// After this time the rate is not used; `None`: until replaced.
+    pub valid_until: Option<Timestamp>,
+    /// When it was set.
+    pub updated_at: Timestamp,
+}
+
+fn serialize_environment<S: serde::Serializer>(env: &Environment, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(env.as_str())
+}
+
+/// What a payment call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentOutcome {
+    /// The payment as stored now.
+    pub payment: Payment,
+    /// The order and invoice after the call.
+    pub order: OrderWithInvoice,
+    /// Events the call emitted, in order (empty for a no-op).
+    pub events: Vec<Event>,
+    /// True when nothing changed because the call repeated an earlier one.
+    pub duplicate: bool,
+}
+
+/// What [`Service::expire_due`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExpiryReport {
+    /// NEW orders that became EXPIRED.
+    pub expired: usize,
+    /// PENDING orders that became FAILED (paid short).
+    pub failed: usize,
+}
+
+/// A sandbox simulation step (`POST /v1/orders/<id>/simulate`, CLI `sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimulateAction {
+    /// A confirmed payment of `amount` (crypto), or of what is still due.
+    Pay {
+        /// Crypto amount; `None`: what is still due.
+        amount: Option<Decimal>,
+        /// False leaves the payment unconfirmed.
+        confirmed: bool,
+    },
+    /// A confirmed payment of `amount`, or of half of what is still due.
+    Partial {
+        /// Crypto amount; `None`: half of what is due.
+        amount: Option<Decimal>,
+    },
+    /// Confirms every unconfirmed payment of the order.
+    Confirm,
+    /// Rejects the order's unconfirmed payments.
+    Reject,
+    /// The customer cancels.
+    Cancel,
+    /// The quote expires now.
+    Expire,
+}
+
+/// Sums the amounts of the payments that match `keep`.
+fn sum(payments: &[Payment], keep: impl Fn(&Payment) -> bool) -> Decimal {
+    payments.iter().filter(|p| keep(p)).map(|p| p.amount).sum()
+}
+
+impl Service {
+    fn require_sandbox(&self) -> Result<()> {
+        if self.environment() == Environment::Sandbox {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::SandboxOnly))
+        }
+    }
+
+    /// The order with its invoice in this service's environment, whoever owns it. For
+    /// the host (chain watcher, payment page, CLI); merchants use [`Service::get_order`].
+    pub fn order(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        if uuid::Uuid::parse_str(order_id).is_err() {
+            return Err(Error::new(ErrorKind::OrderNotFound));
+        }
+        self.store
+            .read(|db| db.order_in_environment(self.environment(), order_id))?
+            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// Every event of an order, by sequence.
+    pub fn order_events(&self, order_id: &str) -> Result<Vec<Event>> {
+        self.order(order_id)?;
+        self.store.read(|db| db.events_for_order(order_id))
+    }
+
+    /// One event by id.
+    pub fn event(&self, event_id: &str) -> Result<Event> {
+        self.store
+            .read(|db| db.event_by_id(event_id))?
+            .filter(|event| event.environment == self.environment())
+            .ok_or_else(|| Error::invalid("event_id", format!("no event {event_id:?}")))
+    }
+
+    /// Every payment recorded for an order, oldest first.
+    pub fn order_payments(&self, order_id: &str) -> Result<Vec<Payment>> {
+        self.order(order_id)?;
+        self.store.read(|db| db.payments_for_order(order_id))
+    }
+
+    fn load_for_update(&self, db: &Conn<'_>, order_id: &str) -> Result<OrderWithInvoice> {
+        db.order_in_environment(self.environment(), order_id)?.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// Applies `trigger` to the order through the state machine, stores the new state and
+    /// writes its event, all inside the caller's transaction.
+    fn apply(&self, db: &Conn<'_>, current: &mut OrderWithInvoice, trigger: Trigger, now: Timestamp) -> Result<Event> {
+        let previous = current.order.status;
+        let (next, event_type) = lifecycle::next_state(previous, trigger)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidTransition { from: previous, trigger }))?;
+        current.order.status = next;
+        current.invoice.status = next;
+        current.order.updated_at = now;
+        current.invoice.updated_at = now;
+        if trigger == Trigger::MarkedPaid {
+            current.order.marked_paid = true;
+        }
+        db.update_order_state(current)?;
+        self.emit(db, current, event_type, previous, now)
+    }
+
+    /// Writes an event for the order's current state.
+    fn emit(
+        &self,
+        db: &Conn<'_>,
+        current: &OrderWithInvoice,
+        event_type: EventType,
+        previous: OrderStatus,
+        now: Timestamp,
+    ) -> Result<Event> {
+        let sequence = db.next_event_sequence(&current.order.order_id)?;
+        let payload = render::event_payload(event_type, now, current, sequence, previous).to_string();
+        let event = Event {
+            event_id: format!("msg_{}", keys::random_base62(24)),
+            order_id: current.order.order_id.clone(),
+            environment: current.order.environment,
+            sequence,
+            event_type,
+            previous_status: previous,
+            status: current.order.status,
+            payload,
+            created_at: now,
+        };
+        db.insert_event(&event)?;
+        Ok(event)
+    }
+
+    /// Re-reads the order's payments, updates the received amounts and moves the order
+    /// where its payments now put it.
+    fn reevaluate(
+        &self,
+        db: &Conn<'_>,
+        current: &mut OrderWithInvoice,
+        now: Timestamp,
+        just_rejected: bool,
+    ) -> Result<Vec<Event>> {
+        let payments = db.payments_for_order(&current.order.order_id)?;
+        let received = sum(&payments, |p| p.state != PaymentState::Rejected);
+        let confirmed = sum(&payments, |p| p.counts && p.state == PaymentState::Confirmed);
+        let seen = payments.iter().any(|p| p.counts && p.state != PaymentState::Rejected);
+        let awaiting = payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed);
+
+        let any_received = payments.iter().any(|p| p.state != PaymentState::Rejected);
+        let receive_currency = if any_received { current.order.currency.clone() } else { String::new() };
+        let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
+        let receive_amount = received
+            .checked_mul(current.invoice.rate)
+            .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
+            .unwrap_or(current.invoice.receive_amount);
+        let amounts_changed =
+            receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
+        current.order.receive_currency = receive_currency.clone();
+        current.invoice.receive_currency = receive_currency;
+        current.invoice.receive_amount = receive_amount;
+
+        let status = current.order.status;
+        let expired = now >= current.invoice.expired_at;
+        let trigger = if status.is_terminal() {
+            None
+        } else if confirmed >= current.invoice.amount {
+            Some(Trigger::PaymentsCover)
+        } else if status == OrderStatus::Pending && just_rejected {
+            Some(Trigger::PaymentRejected)
+        } else if status == OrderStatus::New && seen {
+            Some(Trigger::PaymentSeen)
+        } else if status == OrderStatus::Pending && expired && !awaiting {
+            Some(Trigger::ExpiredShort)
+        } else if status == OrderStatus::New && expired && !seen {
+            Some(Trigger::ExpiredUnpaid)
+        } else {
+            None
+        };
+        match trigger {
+            Some(trigger) => Ok(vec![self.apply(db, current, trigger, now)?]),
+            None => {
+                if amounts_changed {
+                    current.order.updated_at = now;
+                    current.invoice.updated_at = now;
+                    db.update_order_state(current)?;
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Records a payment seen on chain for an order (the host's chain watcher calls this).
+    ///
+    /// Idempotent by `txid`: recording it again changes nothing, except that a repeat
+    /// with `confirmed = true` confirms a payment recorded unconfirmed. A payment first
+    /// seen after the quote expired is recorded, emits `order.paid_late` and changes
+    /// nothing until [`Service::mark_paid`].
+    pub fn record_payment(
+        &self,
+        order_id: &str,
+        txid: &str,
+        amount: Decimal,
+        confirmed: bool,
+    ) -> Result<PaymentOutcome> {
+        let txid = txid.trim();
+        if txid.is_empty() || txid.chars().count() > TXID_MAX_CHARS || txid.chars().any(char::is_control) {
+            return Err(Error::invalid("txid", format!("must be 1 to {TXID_MAX_CHARS} printable characters")));
+        }
+        if amount <= Decimal::ZERO {
+            return Err(Error::invalid("amount", "must be greater than 0"));
+        }
+        let environment = self.environment();
+        let now = self.now();
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            if let Some(existing) = db.payment_by_txid(environment, txid)? {
+                if existing.order_id != current.order.order_id {
+                    return Err(Error::invalid("txid", "is already recorded for another order"));
+                }
+                if confirmed && existing.state == PaymentState::Unconfirmed {
+                    return self.settle(db, existing, PaymentState::Confirmed, now);
+                }
+                return Ok(PaymentOutcome { payment: existing, order: current, events: Vec::new(), duplicate: true });
+            }
+            let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(18);
+            if amount.normalize().scale() > decimals {
+                return Err(Error::invalid(
+                    "amount",
+                    format!("{} allows at most {decimals} decimal places", current.invoice.currency),
+                ));
+            }
+            let mut events = Vec::new();
+            let quote_open = now < current.invoice.expired_at;
+            if current.order.status == OrderStatus::New && !quote_open {
+                events.push(self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?);
+            }
+            let counts = quote_open && !current.order.status.is_terminal();
+            let state = if confirmed { PaymentState::Confirmed } else { PaymentState::Unconfirmed };
+            let payment = Payment {
+                txid: txid.to_string(),
+                order_id: current.order.order_id.clone(),
+                amount: amount.normalize(),
+                currency: current.invoice.currency.clone(),
+                state,
+                counts,
+                seen_at: now,
+                settled_at: confirmed.then_some(now),
+            };
+            db.insert_payment(environment, &payment)?;
+            if counts {
+                events.extend(self.reevaluate(db, &mut current, now, false)?);
+            } else {
+                // Keep the received amounts true, then tell the merchant money came late.
+                events.extend(self.reevaluate(db, &mut current, now, false)?);
+                if current.order.status != OrderStatus::Paid {
+                    let status = current.order.status;
+                    events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+                }
+            }
+            Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
+        })
+    }
+
+    /// Marks a recorded payment final. Confirming twice is a no-op; a rejected payment
+    /// cannot be confirmed.
+    pub fn confirm_payment(&self, txid: &str) -> Result<PaymentOutcome> {
+        self.settle_txid(txid, PaymentState::Confirmed)
+    }
+
+    /// Marks a recorded payment as never final; a PENDING order it was paying fails.
+    /// Rejecting twice is a no-op; a confirmed payment cannot be rejected.
+    pub fn reject_payment(&self, txid: &str) -> Result<PaymentOutcome> {
+        self.settle_txid(txid, PaymentState::Rejected)
+    }
+
+    fn settle_txid(&self, txid: &str, to: PaymentState) -> Result<PaymentOutcome> {
+        let now = self.now();
+        self.store.write(|db| {
+            let payment = db
+                .payment_by_txid(self.environment(), txid.trim())?
+                .ok_or_else(|| Error::new(ErrorKind::PaymentNotFound(txid.to_string())))?;
+            self.settle(db, payment, to, now)
+        })
+    }
+
+    fn settle(&self, db: &Conn<'_>, payment: Payment, to: PaymentState, now: Timestamp) -> Result<PaymentOutcome> {
+        let mut current = self.load_for_update(db, &payment.order_id)?;
+        if payment.state == to {
+            return Ok(PaymentOutcome { payment, order: current, events: Vec::new(), duplicate: true });
+        }
+        if payment.state != PaymentState::Unconfirmed {
+            return Err(Error::new(ErrorKind::PaymentSettled { txid: payment.txid, state: payment.state }));
+        }
+        db.settle_payment(self.environment(), &payment.txid, to, now)?;
+        let payment = Payment { state: to, settled_at: Some(now), ..payment };
+        let events = self.reevaluate(db, &mut current, now, to == PaymentState::Rejected && payment.counts)?;
+        Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
+    }
+
+    /// Accepts a late or short payment by hand: EXPIRED or FAILED → PAID, with an
+    /// `order.paid` event saying it was marked by the merchant.
+    pub fn mark_paid(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        let now = self.now();
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            self.apply(db, &mut current, Trigger::MarkedPaid, now)?;
+            Ok(current)
+        })
+    }
+
+    /// The merchant cancels an order of theirs (only a NEW order can be cancelled).
+    pub fn cancel_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
+        self.get_order(merchant, order_id)?;
+        self.cancel(order_id)
+    }
+
+    /// The customer cancels on the payment page (only a NEW order can be cancelled).
+    pub fn customer_cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        self.cancel(order_id)
+    }
+
+    fn cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        let now = self.now();
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            if current.order.status == OrderStatus::New && now >= current.invoice.expired_at {
+                // The quote ran out before the cancel: it expired, which is what happened.
+                self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?;
+                return Ok(current);
+            }
+            self.apply(db, &mut current, Trigger::Cancelled, now)?;
+            Ok(current)
+        })
+    }
+
+    /// Moves every order of this environment whose quote expired by `now`: NEW →
+    /// EXPIRED, PENDING with confirmed payments short and none awaiting confirmation →
+    /// FAILED. Works in transactions of [`EXPIRY_BATCH`] orders.
+    pub fn expire_due(&self, now: Timestamp) -> Result<ExpiryReport> {
+        let mut report = ExpiryReport::default();
+        loop {
+            let (batch, moved) = self.store.write(|db| {
+                let due = db.orders_due_for_expiry(self.environment(), now.as_millis(), EXPIRY_BATCH as i64)?;
+                let mut moved = ExpiryReport::default();
+                for order_id in &due {
+                    let mut current = self.load_for_update(db, order_id)?;
+                    for event in self.reevaluate(db, &mut current, now, false)? {
+                        match event.status {
+                            OrderStatus::Expired => moved.expired += 1,
+                            OrderStatus::Failed => moved.failed += 1,
+                            _ => {}
+                        }
+                    }
+                }
+                Ok((due.len(), moved))
+            })?;
+            report.expired += moved.expired;
+            report.failed += moved.failed;
+            if batch < EXPIRY_BATCH || moved.expired + moved.failed == 0 {
+                return Ok(report);
+            }
+        }
+    }
+
+    // ----- Rates -----
+
+    /// Sets (or replaces) the rate for `crypto` priced in `fiat` in this environment:
+    /// fiat units per one coin, valid until `valid_until` when given.
+    pub fn set_rate(&self, crypto: &str, fiat: &str, rate: Decimal, valid_until: Option<Timestamp>) -> Result<Rate> {
+        if money::coin_decimals(crypto).is_none() {
+            return Err(Error::invalid("crypto", format!("unknown coin {crypto:?}")));
+        }
+        money::fiat_minor_units("fiat", fiat)?;
+        if rate <= Decimal::ZERO {
+            return Err(Error::invalid("rate", "must be greater than 0"));
+        }
+        let rate = Rate {
+            environment: self.environment(),
+            crypto: crypto.to_string(),
+            fiat: fiat.to_string(),
+            rate: rate.normalize(),
+            valid_until,
+            updated_at: self.now(),
+        };
+        self.store.write(|db| db.upsert_rate(&rate))?;
+        Ok(rate)
+    }
+
+    /// The host-set rates of this environment.
+    pub fn list_rates(&self) -> Result<Vec<Rate>> {
+        self.store.read(|db| db.rates(self.environment()))
+    }
+
+    /// Removes a host-set rate (the sandbox's built-in rate, if any, applies again).
+    pub fn delete_rate(&self, crypto: &str, fiat: &str) -> Result<()> {
+        if self.store.write(|db| db.delete_rate(self.environment(), crypto, fiat))? {
+            Ok(())
+        } else {
+            Err(Error::invalid("rate", format!("no rate set for {crypto}/{fiat}")))
+        }
+    }
+
+    /// The rate to quote `crypto` in `fiat` now: the host's rate source first, then the
+    /// rate table (unless expired), then the sandbox's built-in test rates.
+    pub fn current_rate(&self, crypto: &str, fiat: &str) -> Result<Decimal> {
+        if let Some(source) = &self.config().rate_source {
+            if let Some(rate) = source.rate(crypto, fiat).filter(|r| *r > Decimal::ZERO) {
+                return Ok(rate);
+            }
+        }
+        let now = self.now();
+        if let Some(rate) = self.store.read(|db| db.rate(self.environment(), crypto, fiat))? {
+            if rate.valid_until.is_none_or(|until| until > now) {
+                return Ok(rate.rate);
+            }
+        }
+        crate::rates::builtin_rate(self.environment(), crypto, fiat)
+            .ok_or_else(|| Error::invalid("pay_currency", format!("no rate for {crypto}/{fiat}")))
+    }
+
+    // ----- Sandbox simulation -----
+
+    /// Runs one sandbox simulation step on an order (sandbox only).
+    pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<OrderWithInvoice> {
+        self.require_sandbox()?;
+        let current = self.order(order_id)?;
+        let due = {
+            let payments = self.order_payments(order_id)?;
+            (current.invoice.amount - sum(&payments, |p| p.counts && p.state != PaymentState::Rejected))
+                .max(Decimal::ZERO)
+        };
+        let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(8);
+        let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
+        let pay = |amount: Decimal, confirmed: bool| -> Result<OrderWithInvoice> {
+            if amount <= Decimal::ZERO {
+                return Err(Error::invalid("amount", "nothing is due on this order"));
+            }
+            Ok(self.record_payment(order_id, &txid(), amount, confirmed)?.order)
+        };
+        match action {
+            SimulateAction::Pay { amount, confirmed } => pay(amount.unwrap_or(due), *confirmed),
+            SimulateAction::Partial { amount } => {
+                let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
+                pay(amount.unwrap_or(half), true)
+            }
+            SimulateAction::Confirm | SimulateAction::Reject => {
+                let to =
+                    if *action == SimulateAction::Confirm { PaymentState::Confirmed } else { PaymentState::Rejected };
+                let waiting: Vec<Payment> = self
+                    .order_payments(order_id)?
+                    .into_iter()
+                    .filter(|p| p.state == PaymentState::Unconfirmed)
+                    .collect();
+                if waiting.is_empty() {
+                    return Err(Error::invalid("action", "the order has no unconfirmed payment"));
+                }
+                for payment in waiting {
+                    self.settle_txid(&payment.txid, to)?;
+                }
+                self.order(order_id)
+            }
+            SimulateAction::Cancel => self.customer_cancel(order_id),
+            SimulateAction::Expire => {
+                let now = self.now();
+                self.store.write(|db| {
+                    let mut current = self.load_for_update(db, order_id)?;
+                    if current.order.status.is_terminal() {
+                        return Err(Error::new(ErrorKind::InvalidTransition {
+                            from: current.order.status,
+                            trigger: Trigger::ExpiredUnpaid,
+                        }));
+                    }
+                    current.invoice.expired_at = current.invoice.expired_at.min(now);
+                    db.update_order_state(&current)?;
+                    self.reevaluate(db, &mut current, now, false)?;
+                    Ok(current)
+                })
+            }
+        }
+    }
+}
