@@ -46,6 +46,14 @@ pub fn builtin_rate(environment: Environment, coin: &str, fiat: &str) -> Option<
     Decimal::from(usd_per_coin).checked_mul(Decimal::new(*mantissa, *scale))
 }
 
+/// A live source of exchange rates the host plugs in (a price feed, its own cache...).
+///
+/// Consulted first, before the rate table; return `None` to fall through to the table.
+pub trait RateSource: Send + Sync + std::fmt::Debug {
+    /// Fiat units per one `crypto` coin, or `None` when this source has no rate.
+    fn rate(&self, crypto: &str, fiat: &str) -> Option<Decimal>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,12 +65,4 @@ mod tests {
         assert_eq!(builtin_rate(Environment::Live, "USDT", "USD"), None);
         assert_eq!(builtin_rate(Environment::Sandbox, "USDT", "MXN"), None);
     }
-}
-
-/// A live source of exchange rates the host plugs in (a price feed, its own cache...).
-///
-/// Consulted first, before the rate table; return `None` to fall through to the table.
-pub trait RateSource: Send + Sync + std::fmt::Debug {
-    /// Fiat units per one `crypto` coin, or `None` when this source has no rate.
-    fn rate(&self, crypto: &str, fiat: &str) -> Option<Decimal>;
 }
