@@ -123,6 +123,32 @@ impl Default for RateLimit {
     }
 }
 
+/// The SMTP server payment-link e-mails are sent through.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SmtpConfig {
+    /// `smtp://host:port` (plain, upgraded with STARTTLS when offered), `smtp://...?tls=required`
+    /// (STARTTLS required) or `smtps://host:port` (TLS from the start); credentials may be
+    /// given as `smtp://user:password@host`.
+    pub url: String,
+    /// The sender address, e.g. `Shop <pay@shop.example>`.
+    pub from: String,
+}
+
+impl fmt::Debug for SmtpConfig {
+    // The URL may carry a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = match url::Url::parse(&self.url) {
+            Ok(mut url) if url.password().is_some() => {
+                let _ = url.set_password(Some("redacted"));
+                url.to_string()
+            }
+            Ok(url) => url.to_string(),
+            Err(_) => "[unparsable]".to_string(),
+        };
+        f.debug_struct("SmtpConfig").field("url", &shown).field("from", &self.from).finish()
+    }
+}
+
 /// How the service runs. Build one with [`Config::new`] and adjust the public fields.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -149,6 +175,19 @@ pub struct Config {
     pub clock: Arc<dyn Clock>,
     /// A live rate feed consulted before the rate table; `None`: table only.
     pub rate_source: Option<Arc<dyn crate::rates::RateSource>>,
+    /// How long one webhook attempt may take (DESIGN §7: 15 s).
+    pub webhook_timeout: Duration,
+    /// Delays before each retry of a failed webhook or e-mail (DESIGN §7: 5 s, 5 min,
+    /// 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h); each is jittered by ±20 %. After the
+    /// last, the message is marked failed.
+    pub retry_schedule: Vec<Duration>,
+    /// How many webhooks [`crate::Service::deliver_due`] sends at once.
+    pub delivery_concurrency: usize,
+    /// Lets a live service send webhooks to loopback, private and link-local addresses
+    /// (always allowed in sandbox).
+    pub allow_private_webhook_targets: bool,
+    /// Where payment-link e-mails go out; `None` keeps them pending in the outbox.
+    pub smtp: Option<SmtpConfig>,
     /// The host's wallet handing out deposit addresses. `None`: fake testnet-style
     /// addresses in sandbox; in live, invoices have no address until one is configured.
     pub address_source: Option<Arc<dyn crate::addresses::AddressSource>>,
@@ -169,6 +208,14 @@ impl Config {
             busy_timeout: Duration::from_secs(30),
             secret_key_path: None,
             clock: Arc::new(SystemClock),
+            webhook_timeout: Duration::from_secs(15),
+            retry_schedule: [5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 14 * 3600, 20 * 3600, 24 * 3600]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+            delivery_concurrency: 8,
+            allow_private_webhook_targets: false,
+            smtp: None,
             rate_source: None,
             address_source: None,
         }
@@ -183,6 +230,21 @@ impl Config {
                 "default_pay_currency {} is not one of pay_currencies",
                 self.default_pay_currency
             ))));
+        }
+        if let Some(smtp) = &self.smtp {
+            let parsed = url::Url::parse(&smtp.url)
+                .map_err(|e| Error::new(crate::ErrorKind::Config(format!("smtp url: {e}"))))?;
+            if !matches!(parsed.scheme(), "smtp" | "smtps") {
+                return Err(Error::new(crate::ErrorKind::Config(
+                    "smtp url must start with smtp:// or smtps://".into(),
+                )));
+            }
+            if smtp.from.parse::<lettre::message::Mailbox>().is_err() {
+                return Err(Error::new(crate::ErrorKind::Config(format!(
+                    "smtp from {:?} is not an address",
+                    smtp.from
+                ))));
+            }
         }
         for code in &self.pay_currencies {
             if crate::money::coin_decimals(code).is_none() {

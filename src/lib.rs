@@ -37,9 +37,11 @@
 
 mod addresses;
 mod config;
+mod delivery;
 mod error;
 mod keys;
 mod lifecycle;
+mod mail;
 pub mod money;
 mod orders;
 mod page;
@@ -50,15 +52,18 @@ mod render;
 mod secrets;
 mod server;
 mod service;
+pub mod signature;
 mod storage;
 mod time;
 mod wire;
 
 pub use addresses::{payment_uri, sandbox_address, AddressSource, DepositAddress};
-pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SystemClock};
+pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock};
+pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
 pub use error::{Error, ErrorKind, Result};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
+pub use mail::{Email, EmailReport, EmailState};
 pub use orders::{
     callback_redirect_url, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus,
     OrderWithInvoice, DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,

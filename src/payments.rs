@@ -475,12 +475,15 @@ impl Service {
     pub fn expire_due(&self, now: Timestamp) -> Result<ExpiryReport> {
         let mut report = ExpiryReport::default();
         loop {
-            let (batch, moved) = self.store.write(|db| {
+            let (batch, changed, moved) = self.store.write(|db| {
                 let due = db.orders_due_for_expiry(self.environment(), now.as_millis(), EXPIRY_BATCH as i64)?;
                 let mut moved = ExpiryReport::default();
+                let mut changed = 0;
                 for order_id in &due {
                     let mut current = self.load_for_update(db, order_id)?;
-                    for event in self.reevaluate(db, &mut current, now, false)? {
+                    let events = self.reevaluate(db, &mut current, now, false)?;
+                    changed += usize::from(!events.is_empty());
+                    for event in events {
                         match event.status {
                             OrderStatus::Expired => moved.expired += 1,
                             OrderStatus::Failed => moved.failed += 1,
@@ -488,11 +491,13 @@ impl Service {
                         }
                     }
                 }
-                Ok((due.len(), moved))
+                Ok((due.len(), changed, moved))
             })?;
             report.expired += moved.expired;
             report.failed += moved.failed;
-            if batch < EXPIRY_BATCH || moved.expired + moved.failed == 0 {
+            // A full batch may mean more are due; a batch that moved nothing would only
+            // be selected again, so it ends the call.
+            if batch < EXPIRY_BATCH || changed == 0 {
                 return Ok(report);
             }
         }

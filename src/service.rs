@@ -8,6 +8,7 @@ use crate::addresses::{self, DepositAddress};
 use crate::config::{Config, Environment};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
+use crate::mail;
 use crate::money;
 use crate::orders::{
     self, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus, OrderWithInvoice,
@@ -30,7 +31,9 @@ const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 pub struct Service {
     config: Config,
     pub(crate) store: Store,
-    secrets: SecretBox,
+    pub(crate) secrets: SecretBox,
+    /// One keep-alive HTTP agent for every webhook.
+    pub(crate) http: ureq::Agent,
     rate_limiter: RateLimiter,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
@@ -56,6 +59,7 @@ impl Service {
         });
         let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
+            http: crate::delivery::http_agent(config.webhook_timeout),
             rate_limiter: RateLimiter::new(config.rate_limit),
             config,
             store,
@@ -290,6 +294,10 @@ impl Service {
                 }
             }
             db.insert_order_with_invoice(&created.order, &request_hash, &created.response_body)?;
+            if let Some(recipient) = &created.order.order.customer_email {
+                let email = mail::payment_link_email(&created.order.order, recipient, &created.payment_url);
+                db.insert_email(merchant.environment, &email)?;
+            }
             Ok(None)
         })?;
         match prior {

@@ -7,6 +7,7 @@
 //! reads never queue behind a slow write. Other processes may use the same file; their
 //! writes wait on `busy_timeout`, and a busy write is retried rather than reported.
 
+mod delivery;
 mod keys;
 mod orders;
 mod payments;
@@ -19,11 +20,15 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) use delivery::{AttemptResult, ClaimedEvent};
 pub(crate) use keys::KeyRow;
 
 /// Schema migrations, applied in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../migrations/0001_init.sql"), include_str!("../../migrations/0002_payments.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_payments.sql"),
+    include_str!("../../migrations/0003_delivery.sql"),
+];
 
 /// The schema version this library writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

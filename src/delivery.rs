@@ -1,0 +1,456 @@
+//! Webhook delivery from the event outbox (DESIGN §7), per the Standard Webhooks spec.
+//!
+//! [`Service::deliver_due`] leases due events (so two workers or processes never send
+//! the same attempt at once, and a worker that dies leaves its lease to run out), sends
+//! them in parallel over one keep-alive HTTP agent, logs every attempt, and schedules
+//! retries: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h (±20 % jitter;
+//! `Retry-After` honoured on 429/503), then failed. 410 Gone stops at once. Delivery is at
+//! least once: receivers dedupe by `webhook-id`, which is the event id.
+
+use std::fmt;
+use std::io::Read;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::Environment;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::payments::Event;
+use crate::service::Service;
+use crate::signature;
+use crate::storage::{AttemptResult, ClaimedEvent};
+use crate::time::Timestamp;
+
+/// How much of a response body the attempt log keeps.
+pub const RESPONSE_EXCERPT_BYTES: usize = 1024;
+
+/// How much of a response body is read so the connection can be reused.
+const RESPONSE_READ_LIMIT: u64 = 64 * 1024;
+
+/// Longest wait a `Retry-After` header can ask for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Where an event's webhook stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for its next attempt.
+    Pending,
+    /// A 2xx came back.
+    Delivered,
+    /// Given up: schedule exhausted, 410 Gone, or a refused target.
+    Failed,
+    /// Neither the order nor its key has a webhook URL; redeliver after setting one.
+    NoTarget,
+}
+
+impl DeliveryState {
+    /// `pending`, `delivered`, `failed` or `no_target`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+            DeliveryState::NoTarget => "no_target",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed, DeliveryState::NoTarget]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One logged webhook attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WebhookAttempt {
+    /// 1 for the first attempt of the current schedule.
+    pub attempt: i64,
+    /// Where it was sent.
+    pub url: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// The HTTP status, if a response came back.
+    pub status: Option<u16>,
+    /// How long it took.
+    pub latency_ms: i64,
+    /// The first KiB of the response body.
+    pub response_excerpt: Option<String>,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+}
+
+/// An event with its delivery state and attempt log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventDelivery {
+    /// The event.
+    pub event: Event,
+    /// Where its webhook stands.
+    pub state: DeliveryState,
+    /// Attempts made in the current schedule.
+    pub attempts: i64,
+    /// When the next attempt is due (if pending).
+    pub next_attempt_at: Timestamp,
+    /// When a 2xx came back.
+    pub delivered_at: Option<Timestamp>,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Every attempt, oldest first.
+    pub log: Vec<WebhookAttempt>,
+}
+
+/// What one [`Service::deliver_due`] call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    /// Events leased and attempted.
+    pub attempted: usize,
+    /// Answered 2xx.
+    pub delivered: usize,
+    /// Failed this time, retried later.
+    pub retrying: usize,
+    /// Given up for good.
+    pub failed: usize,
+    /// Had no webhook URL.
+    pub no_target: usize,
+}
+
+/// How one attempt ended.
+enum Outcome {
+    Delivered,
+    Retry { error: String, retry_after: Option<Duration> },
+    GiveUp(String),
+}
+
+/// A leased event, ready to send.
+struct Job {
+    claimed: ClaimedEvent,
+    target: Option<(String, crate::SecretString)>,
+}
+
+impl Service {
+    /// Sends up to `limit` due webhooks (in parallel, bounded by
+    /// `Config::delivery_concurrency`) and records the outcome of each. Call it from a
+    /// loop, a timer or the background worker.
+    pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
+        let now = self.now();
+        let token = keys::random_base62(24);
+        let lease_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 4) + 30_000;
+        let claimed = self
+            .store
+            .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, limit as i64))?;
+        let mut jobs = Vec::with_capacity(claimed.len());
+        for claimed in claimed {
+            let target = self.webhook_target(&claimed)?;
+            jobs.push(Job { claimed, target });
+        }
+
+        let results = Mutex::new(Vec::with_capacity(jobs.len()));
+        let next = AtomicUsize::new(0);
+        let workers = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(job) = jobs.get(index) else { break };
+                    let result = self.attempt(job);
+                    results.lock().unwrap_or_else(|p| p.into_inner()).push((index, result));
+                });
+            }
+        });
+
+        let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
+        let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+        self.store.write(|db| {
+            for (index, (outcome, log)) in &results {
+                let Some(job) = jobs.get(*index) else { continue };
+                let finished = self.now();
+                let (state, next_attempt_at, error) = match outcome {
+                    None => (DeliveryState::NoTarget, finished, Some("no webhook URL on the order or its key".into())),
+                    Some(Outcome::Delivered) => (DeliveryState::Delivered, finished, None),
+                    Some(Outcome::GiveUp(error)) => (DeliveryState::Failed, finished, Some(error.clone())),
+                    Some(Outcome::Retry { error, retry_after }) => {
+                        match self.retry_delay(job.claimed.attempt, *retry_after) {
+                            Some(delay) => (DeliveryState::Pending, finished.plus_ms(delay), Some(error.clone())),
+                            None => (DeliveryState::Failed, finished, Some(format!("gave up: {error}"))),
+                        }
+                    }
+                };
+                match state {
+                    DeliveryState::Delivered => report.delivered += 1,
+                    DeliveryState::Pending => report.retrying += 1,
+                    DeliveryState::Failed => report.failed += 1,
+                    DeliveryState::NoTarget => report.no_target += 1,
+                }
+                db.finish_event_attempt(&AttemptResult {
+                    event_id: &job.claimed.event_id,
+                    lease_token: &token,
+                    state,
+                    next_attempt_at,
+                    finished_at: finished,
+                    last_error: error.as_deref(),
+                    log: log.as_ref(),
+                })?;
+            }
+            Ok(())
+        })?;
+        Ok(report)
+    }
+
+    /// The order's webhook URL, else its key's (read now, at dispatch), with the key's
+    /// signing secret. `None` when there is no URL or the key is gone.
+    fn webhook_target(&self, claimed: &ClaimedEvent) -> Result<Option<(String, crate::SecretString)>> {
+        let Some(key) = self.store.read(|db| db.key_by_id(&claimed.key_id))? else {
+            return Ok(None);
+        };
+        let Some(url) = claimed.order_webhook_url.clone().or(key.key.webhook_url) else {
+            return Ok(None);
+        };
+        let secret = self.secrets.open(&key.webhook_secret_enc)?;
+        Ok(Some((url, secret)))
+    }
+
+    /// Milliseconds to wait after failed attempt number `attempt` (jittered), or `None`
+    /// when the schedule is exhausted. E-mails follow the same schedule.
+    pub(crate) fn retry_delay_for(&self, attempt: i64) -> Option<i64> {
+        self.retry_delay(attempt, None)
+    }
+
+    /// Like [`Service::retry_delay_for`], but a `Retry-After` the endpoint sent wins.
+    fn retry_delay(&self, attempt: i64, retry_after: Option<Duration>) -> Option<i64> {
+        let schedule = &self.config().retry_schedule;
+        let base = *schedule.get(usize::try_from(attempt - 1).ok()?)?;
+        let delay = match retry_after {
+            Some(wait) => wait.min(MAX_RETRY_AFTER),
+            None => base.mul_f64(rand::random_range(0.8..=1.2)),
+        };
+        i64::try_from(delay.as_millis()).ok()
+    }
+
+    /// Sends one webhook. Returns `None` for an event with no target.
+    fn attempt(&self, job: &Job) -> (Option<Outcome>, Option<WebhookAttempt>) {
+        let Some((url, secret)) = &job.target else { return (None, None) };
+        let started_at = self.now();
+        let started = Instant::now();
+        let mut log = WebhookAttempt {
+            attempt: job.claimed.attempt,
+            url: url.clone(),
+            started_at,
+            status: None,
+            latency_ms: 0,
+            response_excerpt: None,
+            error: None,
+        };
+        let outcome = self.send(url, secret, &job.claimed, &mut log);
+        log.latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
+            log.error = Some(error.clone());
+        }
+        (Some(outcome), Some(log))
+    }
+
+    fn send(
+        &self,
+        url: &str,
+        secret: &crate::SecretString,
+        claimed: &ClaimedEvent,
+        log: &mut WebhookAttempt,
+    ) -> Outcome {
+        if self.environment() == Environment::Live && !self.config().allow_private_webhook_targets {
+            if let Err(reason) = check_public_target(url) {
+                return Outcome::GiveUp(reason);
+            }
+        }
+        let timestamp = self.now().as_millis().div_euclid(1000);
+        let body = claimed.payload.as_bytes();
+        let signature = match signature::sign(secret.expose(), &claimed.event_id, timestamp, body) {
+            Ok(signature) => signature,
+            Err(e) => return Outcome::GiveUp(format!("cannot sign: {e}")),
+        };
+        let response = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &claimed.event_id)
+            .header("webhook-timestamp", &timestamp.to_string())
+            .header("webhook-signature", &signature)
+            .send(body);
+        let mut response = match response {
+            Ok(response) => response,
+            Err(error) => return Outcome::Retry { error: transport_error(&error), retry_after: None },
+        };
+        let status = response.status().as_u16();
+        log.status = Some(status);
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, self.now()));
+        let mut excerpt = Vec::new();
+        let _ = response.body_mut().as_reader().take(RESPONSE_READ_LIMIT).read_to_end(&mut excerpt);
+        excerpt.truncate(RESPONSE_EXCERPT_BYTES);
+        log.response_excerpt = Some(String::from_utf8_lossy(&excerpt).into_owned());
+        match status {
+            200..=299 => Outcome::Delivered,
+            410 => Outcome::GiveUp("410 Gone: the endpoint asked to stop".into()),
+            300..=399 => Outcome::Retry { error: format!("{status}: redirects are not followed"), retry_after: None },
+            429 | 503 => Outcome::Retry { error: format!("HTTP {status}"), retry_after },
+            _ => Outcome::Retry { error: format!("HTTP {status}"), retry_after: None },
+        }
+    }
+
+    /// Every event of an order with its delivery state and attempt log, by sequence.
+    pub fn event_deliveries(&self, order_id: &str) -> Result<Vec<EventDelivery>> {
+        let events = self.order_events(order_id)?;
+        let rows = self.store.read(|db| db.delivery_rows(order_id))?;
+        let mut out = Vec::with_capacity(events.len());
+        for (event, row) in events.into_iter().zip(rows) {
+            let log = self.store.read(|db| db.attempts_for_event(&row.event_id))?;
+            out.push(EventDelivery {
+                event,
+                state: row.state,
+                attempts: row.attempts,
+                next_attempt_at: row.next_attempt_at,
+                delivered_at: row.delivered_at,
+                last_error: row.last_error,
+                log,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The deliveries of the `limit` orders with the most recent events.
+    pub fn recent_event_deliveries(&self, limit: usize) -> Result<Vec<EventDelivery>> {
+        let orders = self.store.read(|db| db.orders_with_events(self.environment(), limit as i64))?;
+        let mut out = Vec::new();
+        for order_id in orders {
+            out.extend(self.event_deliveries(&order_id)?);
+        }
+        Ok(out)
+    }
+
+    /// Queues an event for delivery again, due now, with a fresh retry schedule (same
+    /// `webhook-id` and body).
+    pub fn redeliver(&self, event_id: &str) -> Result<()> {
+        self.event(event_id)?;
+        let now = self.now();
+        if self.store.write(|db| db.requeue_event(event_id, now))? {
+            Ok(())
+        } else {
+            Err(Error::invalid("event_id", format!("no event {event_id:?}")))
+        }
+    }
+}
+
+/// Builds the agent webhooks are sent with: keep-alive, no redirects, a timeout.
+pub(crate) fn http_agent(timeout: Duration) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(timeout))
+        .user_agent("coinorder-webhooks")
+        .max_idle_connections_per_host(16)
+        .build();
+    ureq::Agent::new_with_config(config)
+}
+
+fn transport_error(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::Timeout(_) => "timed out".to_string(),
+        ureq::Error::Io(e) => format!("connection failed: {e}"),
+        other => other.to_string(),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+    if let Ok(seconds) = value.trim().parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value.trim()).ok()?.timestamp_millis();
+    u64::try_from(at - now.as_millis()).ok().map(Duration::from_millis)
+}
+
+/// Refuses a URL whose host is, or resolves to, a loopback, private, link-local or
+/// otherwise non-public address.
+pub(crate) fn check_public_target(url: &str) -> std::result::Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("bad webhook URL: {e}"))?;
+    let host = parsed.host_str().ok_or("webhook URL has no host")?;
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addresses: Vec<IpAddr> =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.map(|a| a.ip()).collect();
+    if addresses.is_empty() {
+        return Err(format!("cannot resolve {host}"));
+    }
+    match addresses.iter().find(|ip| !is_public(**ip)) {
+        Some(ip) => Err(format!("webhook target {host} resolves to non-public address {ip}; refused in live")),
+        None => Ok(()),
+    }
+}
+
+fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b)))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback() || v6.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_targets_are_refused() {
+        for url in [
+            "http://127.0.0.1/hook",
+            "http://localhost:8080/",
+            "http://10.1.2.3/",
+            "http://192.168.0.1/",
+            "http://172.16.5.5/",
+            "http://169.254.169.254/latest",
+            "http://[::1]/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://100.64.0.1/",
+            "http://0.0.0.0/",
+        ] {
+            assert!(check_public_target(url).is_err(), "{url} allowed");
+        }
+        assert!(check_public_target("http://93.184.215.14/hook").is_ok());
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let now = Timestamp(1_000_000);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("Thu, 01 Jan 1970 00:17:50 GMT", now), Some(Duration::from_secs(70)));
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+}

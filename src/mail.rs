@@ -1,0 +1,192 @@
+//! Payment-link e-mails (spec §4.1: "if customer_email was given, the payment link is
+//! e-mailed to it"): an outbox row written with the order, sent over SMTP when SMTP is
+//! configured (retried like webhooks), kept pending otherwise.
+
+use std::fmt;
+
+use lettre::message::{Mailbox, MultiPart};
+use lettre::{Message, SmtpTransport, Transport};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::keys;
+use crate::money::to_json_number;
+use crate::orders::Order;
+use crate::service::Service;
+use crate::time::Timestamp;
+
+/// Where an e-mail stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmailState {
+    /// Waiting to be sent (or for SMTP to be configured).
+    Pending,
+    /// The SMTP server accepted it.
+    Sent,
+    /// Given up after the retry schedule.
+    Failed,
+}
+
+impl EmailState {
+    /// `pending`, `sent` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmailState::Pending => "pending",
+            EmailState::Sent => "sent",
+            EmailState::Failed => "failed",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        [EmailState::Pending, EmailState::Sent, EmailState::Failed].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl fmt::Display for EmailState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A payment-link e-mail in the outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Email {
+    /// Id of the outbox row.
+    pub email_id: String,
+    /// The order whose payment link it carries.
+    pub order_id: String,
+    /// The customer's address.
+    pub recipient: String,
+    /// Subject line.
+    pub subject: String,
+    /// Plain-text body.
+    pub text_body: String,
+    /// HTML body.
+    pub html_body: String,
+    /// Pending, sent or failed.
+    pub state: EmailState,
+    /// Send attempts so far.
+    pub attempts: i64,
+    /// When the next attempt is due.
+    pub next_attempt_at: Timestamp,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// When the SMTP server accepted it.
+    pub sent_at: Option<Timestamp>,
+    /// When the order was created.
+    pub created_at: Timestamp,
+}
+
+/// What one [`Service::send_due_emails`] call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmailReport {
+    /// E-mails attempted.
+    pub attempted: usize,
+    /// Accepted by the SMTP server.
+    pub sent: usize,
+    /// Failed this time, retried later.
+    pub retrying: usize,
+    /// Given up.
+    pub failed: usize,
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+/// The payment-link e-mail for a new order.
+pub(crate) fn payment_link_email(order: &Order, recipient: &str, payment_url: &str) -> Email {
+    let what = order.title.clone().unwrap_or_else(|| format!("order {}", order.merchant_order_id));
+    let amount = format!("{} {}", to_json_number(order.amount), order.currency);
+    let subject = format!("Your payment link: {what}");
+    let text_body = format!(
+        "Hello,\n\nplease pay {amount} for {what} here:\n\n{payment_url}\n\n\
+         The link shows the amount in crypto and the deposit address. The quote is valid for a limited time.\n"
+    );
+    let html_body = format!(
+        "<!doctype html><html><body style=\"font-family:sans-serif\"><p>Hello,</p>\
+         <p>please pay <strong>{}</strong> for {}.</p>\
+         <p><a href=\"{}\" style=\"display:inline-block;padding:10px 16px;background:#1d4ed8;color:#fff;\
+         border-radius:6px;text-decoration:none\">Pay now</a></p>\
+         <p style=\"color:#555\">Or open {}</p></body></html>",
+        escape_html(&amount),
+        escape_html(&what),
+        escape_html(payment_url),
+        escape_html(payment_url)
+    );
+    Email {
+        email_id: format!("eml_{}", keys::random_base62(24)),
+        order_id: order.order_id.clone(),
+        recipient: recipient.to_string(),
+        subject,
+        text_body,
+        html_body,
+        state: EmailState::Pending,
+        attempts: 0,
+        next_attempt_at: order.created_at,
+        last_error: None,
+        sent_at: None,
+        created_at: order.created_at,
+    }
+}
+
+impl Service {
+    /// Payment-link e-mails of this environment, newest first; of one order when given.
+    pub fn emails(&self, order_id: Option<&str>, limit: usize) -> Result<Vec<Email>> {
+        self.store.read(|db| db.emails(self.environment(), order_id, limit as i64))
+    }
+
+    /// Sends up to `limit` due e-mails over the configured SMTP server. Without SMTP
+    /// configured it sends nothing and the e-mails stay pending.
+    pub fn send_due_emails(&self, limit: usize) -> Result<EmailReport> {
+        let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
+        let now = self.now();
+        let token = keys::random_base62(24);
+        let lease_ms = 120_000;
+        let claimed = self
+            .store
+            .write(|db| db.claim_due_emails(self.environment(), now, now.plus_ms(lease_ms), &token, limit as i64))?;
+        let mut report = EmailReport { attempted: claimed.len(), ..EmailReport::default() };
+        if claimed.is_empty() {
+            return Ok(report);
+        }
+        let transport = SmtpTransport::from_url(&smtp.url)
+            .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
+            .map_err(|e| e.to_string());
+        for email in claimed {
+            let result = match &transport {
+                Ok(transport) => send_one(transport, &smtp.from, &email),
+                Err(e) => Err(format!("bad SMTP configuration: {e}")),
+            };
+            let finished = self.now();
+            let (state, next, error) = match result {
+                Ok(()) => (EmailState::Sent, finished, None),
+                Err(error) => match self.retry_delay_for(email.attempts) {
+                    Some(delay) => (EmailState::Pending, finished.plus_ms(delay), Some(error)),
+                    None => (EmailState::Failed, finished, Some(format!("gave up: {error}"))),
+                },
+            };
+            match state {
+                EmailState::Sent => report.sent += 1,
+                EmailState::Pending => report.retrying += 1,
+                EmailState::Failed => report.failed += 1,
+            }
+            self.store.write(|db| {
+                db.finish_email_attempt(&email.email_id, &token, state, next, finished, error.as_deref())
+            })?;
+        }
+        Ok(report)
+    }
+}
+
+fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
+    let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;
+    let to: Mailbox = email.recipient.parse().map_err(|e| format!("bad recipient: {e}"))?;
+    let message = Message::builder()
+        .from(from)
+        .to(to)
+        .subject(email.subject.clone())
+        .multipart(MultiPart::alternative_plain_html(email.text_body.clone(), email.html_body.clone()))
+        .map_err(|e| format!("cannot build message: {e}"))?;
+    transport.send(&message).map(|_| ()).map_err(|e| format!("SMTP: {e}"))
+}
