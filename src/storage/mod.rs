@@ -198,6 +198,37 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_database_is_migrated_with_its_data() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("old.db");
+        let conn = Connection::open(&path)?;
+        conn.execute_batch(MIGRATIONS[0])?;
+        conn.pragma_update(None, "user_version", 1)?;
+        conn.execute_batch(
+            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, amount, currency,
+                                 status, request_hash, create_response, created_at, updated_at)
+             VALUES ('00000000-0000-4000-8000-000000000001', 'sandbox', 7, 'key_x', 'old-1', '19.99', 'USD',
+                     'NEW', x'00', '{}', 1000, 1000);
+             INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, created_at, expired_at,
+                                   updated_at)
+             VALUES ('inv-1', '00000000-0000-4000-8000-000000000001', '19.99', 'USDT', '1', 'NEW', 1000, 2000, 1000);",
+        )?;
+        drop(conn);
+        let store = Store::open(&path, options())?;
+        let order = store
+            .read(|c| c.order_in_environment(crate::Environment::Sandbox, "00000000-0000-4000-8000-000000000001"))?;
+        let order = order.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
+        assert_eq!(order.order.amount.to_string(), "19.99");
+        assert_eq!(order.invoice.address, "");
+        assert!(!order.order.marked_paid);
+        let version = store.read(|c| Ok(c.0.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        assert_eq!(version, SCHEMA_VERSION);
+        let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
+        assert!(events.is_empty());
+        Ok(())
+    }
+
+    #[test]
     fn reads_cannot_write() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let store = Store::open(&dir.path().join("t.db"), options())?;
