@@ -56,6 +56,7 @@ pub mod signature;
 mod storage;
 mod time;
 mod wire;
+mod worker;
 
 pub use addresses::{payment_uri, sandbox_address, AddressSource, DepositAddress};
 pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock};
@@ -76,3 +77,4 @@ pub use service::Service;
 pub use storage::SCHEMA_VERSION;
 pub use time::Timestamp;
 pub use wire::{parse_create_order, parse_list_query, WireRequest, WireResponse, MAX_BODY_BYTES};
+pub use worker::Worker;

@@ -559,17 +559,22 @@ impl Service {
             .ok_or_else(|| Error::invalid("pay_currency", format!("no rate for {crypto}/{fiat}")))
     }
 
+    /// What is still due on an order, in its invoice's crypto currency: the invoice
+    /// amount less the payments that count toward it and were not rejected (never < 0).
+    pub fn amount_due(&self, order_id: &str) -> Result<Decimal> {
+        let current = self.order(order_id)?;
+        let payments = self.order_payments(order_id)?;
+        let paid = sum(&payments, |p| p.counts && p.state != PaymentState::Rejected);
+        Ok((current.invoice.amount - paid).max(Decimal::ZERO))
+    }
+
     // ----- Sandbox simulation -----
 
     /// Runs one sandbox simulation step on an order (sandbox only).
     pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<OrderWithInvoice> {
         self.require_sandbox()?;
         let current = self.order(order_id)?;
-        let due = {
-            let payments = self.order_payments(order_id)?;
-            (current.invoice.amount - sum(&payments, |p| p.counts && p.state != PaymentState::Rejected))
-                .max(Decimal::ZERO)
-        };
+        let due = self.amount_due(order_id)?;
         let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(8);
         let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
         let pay = |amount: Decimal, confirmed: bool| -> Result<OrderWithInvoice> {

@@ -1,0 +1,234 @@
+//! Background workers: a task run periodically on its own thread until stopped.
+//!
+//! [`Worker`] is the one reusable piece; [`Service::start_expiry_worker`] runs
+//! [`Service::expire_due`] on it, and `coinorder serve` starts one while it serves.
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::service::Service;
+
+/// The shortest pause between two runs; a zero interval would spin.
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// What the owner asks of the worker thread.
+#[derive(Debug, Default)]
+struct Control {
+    /// Set once by [`Worker::stop`]: finish the current run and end.
+    stop: bool,
+    /// Set by [`Worker::wake`]: run again now rather than at the end of the interval.
+    wake: bool,
+}
+
+/// What the worker thread reports back.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    runs: u64,
+    failures: u64,
+    last_error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    control: Mutex<Control>,
+    signal: Condvar,
+    stats: Mutex<Stats>,
+}
+
+/// Locks a mutex, also after a panic elsewhere poisoned it (the data stays consistent:
+/// every critical section here only assigns plain values).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A task run periodically on its own named thread until [`Worker::stop`] (or drop).
+///
+/// The task runs once at start, then again `interval` after each run ends (a slow run
+/// never makes runs pile up). A run that returns `Err` or panics is counted in
+/// [`Worker::failures`], its message kept as [`Worker::last_error`], and the worker
+/// carries on at the next tick. Stopping wakes the thread at once (no polling): it ends
+/// as soon as the run in progress, if any, returns, and is joined.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use coinorder::Worker;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let mut worker = Worker::spawn("heartbeat", Duration::from_secs(1), || -> Result<(), String> {
+///     println!("tick");
+///     Ok(())
+/// })?;
+/// // ... later:
+/// worker.stop();
+/// # Ok(()) }
+/// ```
+pub struct Worker {
+    name: String,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("name", &self.name)
+            .field("running", &self.is_running())
+            .field("stats", &*lock(&self.shared.stats))
+            .finish()
+    }
+}
+
+impl Worker {
+    /// Starts a thread named `name` that runs `task` now and then every `interval`
+    /// (measured from the end of one run to the start of the next; at least 1 ms).
+    ///
+    /// Fails only when the operating system cannot start a thread.
+    pub fn spawn<F, E>(name: impl Into<String>, interval: Duration, task: F) -> std::io::Result<Worker>
+    where
+        F: FnMut() -> Result<(), E> + Send + 'static,
+        E: fmt::Display,
+    {
+        let name = name.into();
+        let shared = Arc::new(Shared::default());
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let interval = interval.max(MIN_INTERVAL);
+            thread::Builder::new().name(name.clone()).spawn(move || run(&shared, interval, task))?
+        };
+        Ok(Worker { name, shared, thread: Some(thread) })
+    }
+
+    /// The thread's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs the task again as soon as the run in progress (if any) ends, without waiting
+    /// for the rest of the interval. Does nothing once stopped.
+    pub fn wake(&self) {
+        lock(&self.shared.control).wake = true;
+        self.shared.signal.notify_all();
+    }
+
+    /// Stops the worker: the thread ends as soon as the run in progress (if any) returns,
+    /// and is joined before this returns. Calling it again does nothing.
+    pub fn stop(&mut self) {
+        lock(&self.shared.control).stop = true;
+        self.shared.signal.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // A task that somehow stops its own worker must not wait for itself.
+            if thread.thread().id() != thread::current().id() {
+                // Panics inside the task are caught in the thread, so join only fails if
+                // the worker loop itself panicked; there is nothing left to clean up then.
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// True until the worker is stopped (or its thread ended).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|thread| !thread.is_finished())
+    }
+
+    /// How many runs have finished, successful or not.
+    pub fn runs(&self) -> u64 {
+        lock(&self.shared.stats).runs
+    }
+
+    /// How many runs returned an error or panicked.
+    pub fn failures(&self) -> u64 {
+        lock(&self.shared.stats).failures
+    }
+
+    /// The message of the most recent failed run, if any run failed.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.shared.stats).last_error.clone()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The worker thread's loop.
+fn run<F, E>(shared: &Shared, interval: Duration, mut task: F)
+where
+    F: FnMut() -> Result<(), E>,
+    E: fmt::Display,
+{
+    loop {
+        if lock(&shared.control).stop {
+            return;
+        }
+        let failure = match catch_unwind(AssertUnwindSafe(&mut task)) {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(panic) => Some(panic_message(panic.as_ref())),
+        };
+        {
+            let mut stats = lock(&shared.stats);
+            stats.runs += 1;
+            if let Some(message) = failure {
+                stats.failures += 1;
+                stats.last_error = Some(message);
+            }
+        }
+        if !wait(shared, interval) {
+            return;
+        }
+    }
+}
+
+/// Waits for the next run: returns false when told to stop, true when the interval has
+/// passed or the worker was woken.
+fn wait(shared: &Shared, interval: Duration) -> bool {
+    let deadline = Instant::now().checked_add(interval);
+    let mut control = lock(&shared.control);
+    loop {
+        if control.stop {
+            return false;
+        }
+        if control.wake {
+            control.wake = false;
+            return true;
+        }
+        control = match deadline {
+            // An interval too long to represent: wait for stop or wake only.
+            None => shared.signal.wait(control).unwrap_or_else(PoisonError::into_inner),
+            Some(deadline) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return true;
+                }
+                shared.signal.wait_timeout(control, deadline - now).unwrap_or_else(PoisonError::into_inner).0
+            }
+        };
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_string());
+    format!("panicked: {text}")
+}
+
+impl Service {
+    /// Starts a background [`Worker`] (thread `coinorder-expiry`) that calls
+    /// [`Service::expire_due`] with the configured clock's time now and then every
+    /// `interval`. Failed runs (e.g. the database busy past its timeout) are counted on
+    /// the worker and retried at the next tick; they never stop it.
+    ///
+    /// The worker holds the service until it is stopped or dropped.
+    pub fn start_expiry_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
+        let service = Arc::clone(self);
+        Worker::spawn("coinorder-expiry", interval, move || service.expire_due(service.now()).map(|_| ()))
+    }
+}
