@@ -61,22 +61,37 @@ pub fn check_fiat_amount(field: &str, amount: Decimal, minor_units: u32, currenc
 }
 
 /// The crypto amount that pays `fiat` at `rate` (fiat per coin), rounded *up* to the
-/// coin's `decimals` so the merchant is never short.
+/// coin's `decimals` so the merchant is never short. `None` when the amount cannot be
+/// quoted exactly within 28 significant digits (absurdly large amounts of fine coins).
 pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Decimal> {
-    if rate <= Decimal::ZERO {
+    if rate <= Decimal::ZERO || fiat <= Decimal::ZERO {
         return None;
     }
     let quotient = fiat.checked_div(rate)?;
+    // The division keeps 28 significant digits; leave at least one beyond the coin's
+    // last place so rounding up sees every digit that matters.
+    let integer_digits = quotient.trunc().to_string().trim_start_matches('-').len() as u32;
+    if integer_digits + decimals > 27 {
+        return None;
+    }
     let mut amount = quotient.round_dp_with_strategy(decimals, RoundingStrategy::AwayFromZero);
-    // The division itself is rounded at 28 significant digits; make sure the rounded-up
-    // result really covers the fiat amount, one unit of the last place at a time.
-    let unit = Decimal::new(1, decimals);
-    if let Some(covered) = amount.checked_mul(rate) {
-        if covered < fiat {
-            amount = amount.checked_add(unit)?;
+    if amount == quotient {
+        // Nothing showed beyond the last place, but the division may have dropped a tiny
+        // remainder: prove the amount covers the fiat, exactly, or add one unit.
+        match exact_product(amount, rate) {
+            Some(covered) if covered >= fiat => {}
+            Some(_) => amount = amount.checked_add(Decimal::new(1, decimals))?,
+            None => return None,
         }
     }
     Some(amount.normalize())
+}
+
+/// `a × b` when it is exactly representable, else `None`.
+fn exact_product(a: Decimal, b: Decimal) -> Option<Decimal> {
+    let (a, b) = (a.normalize(), b.normalize());
+    let product = a.checked_mul(b)?;
+    (product.scale() == a.scale() + b.scale()).then_some(product)
 }
 
 /// The decimal as a JSON number with exactly its digits (no float round trip).

@@ -175,9 +175,17 @@ pub enum SimulateAction {
     Expire,
 }
 
+/// Largest single payment accepted, in coins: far above any real transfer, and low
+/// enough that sums of many never leave exact decimal range.
+pub const MAX_PAYMENT_AMOUNT: Decimal = Decimal::from_parts(2_808_348_672, 232_830_643, 0, false, 0); // 1e18
+
 /// Sums the amounts of the payments that match `keep`.
-fn sum(payments: &[Payment], keep: impl Fn(&Payment) -> bool) -> Decimal {
-    payments.iter().filter(|p| keep(p)).map(|p| p.amount).sum()
+fn sum(payments: &[Payment], keep: impl Fn(&Payment) -> bool) -> Result<Decimal> {
+    payments
+        .iter()
+        .filter(|p| keep(p))
+        .try_fold(Decimal::ZERO, |total, p| total.checked_add(p.amount))
+        .ok_or_else(|| Error::invalid("amount", "the payments of this order add up to more than can be counted"))
 }
 
 impl Service {
@@ -277,8 +285,8 @@ impl Service {
         just_rejected: bool,
     ) -> Result<Vec<Event>> {
         let payments = db.payments_for_order(&current.order.order_id)?;
-        let received = sum(&payments, |p| p.state != PaymentState::Rejected);
-        let confirmed = sum(&payments, |p| p.counts && p.state == PaymentState::Confirmed);
+        let received = sum(&payments, |p| p.state != PaymentState::Rejected)?;
+        let confirmed = sum(&payments, |p| p.counts && p.state == PaymentState::Confirmed)?;
         let seen = payments.iter().any(|p| p.counts && p.state != PaymentState::Rejected);
         let awaiting = payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed);
 
@@ -288,7 +296,7 @@ impl Service {
         let receive_amount = received
             .checked_mul(current.invoice.rate)
             .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
-            .unwrap_or(current.invoice.receive_amount);
+            .ok_or_else(|| Error::invalid("amount", "the payments of this order are worth more than can be counted"))?;
         let amounts_changed =
             receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
         current.order.receive_currency = receive_currency.clone();
@@ -345,6 +353,9 @@ impl Service {
         if amount <= Decimal::ZERO {
             return Err(Error::invalid("amount", "must be greater than 0"));
         }
+        if amount > MAX_PAYMENT_AMOUNT {
+            return Err(Error::invalid("amount", format!("must be at most {MAX_PAYMENT_AMOUNT}")));
+        }
         let environment = self.environment();
         let now = self.now();
         self.store.write(|db| {
@@ -353,7 +364,14 @@ impl Service {
                 if existing.order_id != current.order.order_id {
                     return Err(Error::invalid("txid", "is already recorded for another order"));
                 }
-                if confirmed && existing.state == PaymentState::Unconfirmed {
+                if existing.amount != amount.normalize() {
+                    return Err(Error::invalid(
+                        "amount",
+                        format!("txid {txid:?} is already recorded with amount {}", existing.amount),
+                    ));
+                }
+                if confirmed && existing.state != PaymentState::Confirmed {
+                    // A watcher reporting the payment final: the same as confirm_payment.
                     return self.settle(db, existing, PaymentState::Confirmed, now);
                 }
                 return Ok(PaymentOutcome { payment: existing, order: current, events: Vec::new(), duplicate: true });
@@ -457,15 +475,19 @@ impl Service {
 
     fn cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
         let now = self.now();
-        self.store.write(|db| {
+        let cancelled = self.store.write(|db| {
             let mut current = self.load_for_update(db, order_id)?;
             if current.order.status == OrderStatus::New && now >= current.invoice.expired_at {
-                // The quote ran out before the cancel: it expired, which is what happened.
+                // The quote ran out before the cancel arrived: record the expiry (that is
+                // what happened), then refuse the cancel below, outside this transaction.
                 self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?;
-                return Ok(current);
+                return Ok(None);
             }
             self.apply(db, &mut current, Trigger::Cancelled, now)?;
-            Ok(current)
+            Ok(Some(current))
+        })?;
+        cancelled.ok_or_else(|| {
+            Error::new(ErrorKind::InvalidTransition { from: OrderStatus::Expired, trigger: Trigger::Cancelled })
         })
     }
 
@@ -564,7 +586,7 @@ impl Service {
     pub fn amount_due(&self, order_id: &str) -> Result<Decimal> {
         let current = self.order(order_id)?;
         let payments = self.order_payments(order_id)?;
-        let paid = sum(&payments, |p| p.counts && p.state != PaymentState::Rejected);
+        let paid = sum(&payments, |p| p.counts && p.state != PaymentState::Rejected)?;
         Ok((current.invoice.amount - paid).max(Decimal::ZERO))
     }
 
@@ -577,17 +599,21 @@ impl Service {
         let due = self.amount_due(order_id)?;
         let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(8);
         let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
-        let pay = |amount: Decimal, confirmed: bool| -> Result<OrderWithInvoice> {
-            if amount <= Decimal::ZERO {
-                return Err(Error::invalid("amount", "nothing is due on this order"));
-            }
+        // An explicit amount is checked by record_payment; a derived one needs something due.
+        let pay = |amount: Option<Decimal>, derived: Decimal, confirmed: bool| -> Result<OrderWithInvoice> {
+            let amount = match amount {
+                Some(amount) => amount,
+                None if derived > Decimal::ZERO => derived,
+                None => return Err(Error::invalid("amount", "nothing is due on this order")),
+            };
             Ok(self.record_payment(order_id, &txid(), amount, confirmed)?.order)
         };
         match action {
-            SimulateAction::Pay { amount, confirmed } => pay(amount.unwrap_or(due), *confirmed),
+            SimulateAction::Pay { amount, confirmed } => pay(*amount, due, *confirmed),
             SimulateAction::Partial { amount } => {
                 let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
-                pay(amount.unwrap_or(half), true)
+                // The smallest unit cannot be halved: pay it whole.
+                pay(*amount, if half.is_zero() { due } else { half }, true)
             }
             SimulateAction::Confirm | SimulateAction::Reject => {
                 let to =
@@ -617,6 +643,8 @@ impl Service {
                         }));
                     }
                     current.invoice.expired_at = current.invoice.expired_at.min(now);
+                    current.order.updated_at = now;
+                    current.invoice.updated_at = now;
                     db.update_order_state(&current)?;
                     self.reevaluate(db, &mut current, now, false)?;
                     Ok(current)
