@@ -352,14 +352,17 @@ impl Service {
     }
 }
 
-/// Builds the agent webhooks are sent with: keep-alive, no redirects, a timeout.
-pub(crate) fn http_agent(timeout: Duration) -> ureq::Agent {
+/// Builds the agent webhooks are sent with: keep-alive (an idle connection kept for
+/// every concurrent sender), no redirects, a timeout.
+pub(crate) fn http_agent(timeout: Duration, concurrency: usize) -> ureq::Agent {
+    let idle = concurrency.max(1) * 2;
     let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_global(Some(timeout))
         .user_agent("coinorder-webhooks")
-        .max_idle_connections_per_host(16)
+        .max_idle_connections(idle.max(64))
+        .max_idle_connections_per_host(idle)
         .build();
     ureq::Agent::new_with_config(config)
 }

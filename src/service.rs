@@ -59,7 +59,7 @@ impl Service {
         });
         let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
-            http: crate::delivery::http_agent(config.webhook_timeout),
+            http: crate::delivery::http_agent(config.webhook_timeout, config.delivery_concurrency),
             rate_limiter: RateLimiter::new(config.rate_limit),
             config,
             store,
