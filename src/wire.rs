@@ -216,9 +216,13 @@ impl Service {
             }
             PageRoute::Status => self.order(&order_id),
             PageRoute::Cancel => self.customer_cancel(&order_id),
-            PageRoute::Simulate => {
-                self.simulate(&order_id, &crate::SimulateAction::Pay { amount: None, confirmed: true })
-            }
+            // The customer's button pays an open order; finished orders are left alone.
+            PageRoute::Simulate => self.order(&order_id).and_then(|current| match current.order.status {
+                status if status.is_terminal() => {
+                    Err(Error::new(ErrorKind::InvalidTransition { from: status, trigger: crate::Trigger::PaymentSeen }))
+                }
+                _ => self.simulate(&order_id, &crate::SimulateAction::Pay { amount: None, confirmed: true }),
+            }),
         };
         match outcome {
             Ok(order) => WireResponse::json_body(200, page::public_status(self, &order).to_string()),
@@ -233,6 +237,12 @@ fn html_response(status: u16, html: String) -> WireResponse {
         headers: vec![
             ("content-type".to_string(), "text/html; charset=utf-8".to_string()),
             ("cache-control".to_string(), "no-store".to_string()),
+            // No other site may frame the page (clickjacking the Cancel button); a <meta>
+            // policy cannot say this.
+            ("x-frame-options".to_string(), "DENY".to_string()),
+            ("content-security-policy".to_string(), "frame-ancestors 'none'".to_string()),
+            ("x-content-type-options".to_string(), "nosniff".to_string()),
+            ("referrer-policy".to_string(), "no-referrer".to_string()),
         ],
         body: html.into_bytes(),
     }

@@ -1,0 +1,438 @@
+//! The hosted payment page and its key-less endpoints through `Service::handle`:
+//! `GET /pay?id=` (self-contained HTML: escaped merchant text, amounts, address, inline
+//! SVG QR code, countdown from the service clock, sandbox controls), `GET /pay/status`
+//! (public fields only), `POST /pay/cancel` and `POST /pay/simulate` (sandbox only), the
+//! redirect to callback_url on PAID/CANCELLED, and the not-found page.
+//! The real-browser flow lives in `tests/browser/` (`scripts/test-browser`).
+
+mod common;
+
+use std::sync::Arc;
+
+use coinorder::{AddressSource, DepositAddress, Environment, Timestamp, WireRequest, WireResponse};
+use common::*;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+/// The members of `/pay/status`, and nothing else.
+const PUBLIC_FIELDS: &[&str] = &[
+    "order_id",
+    "title",
+    "description",
+    "status",
+    "price_amount",
+    "price_currency",
+    "pay_amount",
+    "pay_currency",
+    "due_amount",
+    "address",
+    "payment_uri",
+    "receive_amount",
+    "receive_currency",
+    "expired_at",
+    "expired_at_t",
+    "now_t",
+    "sandbox",
+    "redirect_url",
+];
+
+const CALLBACK: &str = "https://shop.example/return?ref=A-7";
+const WEBHOOK: &str = "https://merchant.example/hooks/very-private-path";
+const EMAIL: &str = "buyer.private@example.org";
+
+fn page(h: &Harness, order_id: &str) -> WireResponse {
+    h.svc.handle(&WireRequest::new("GET", &format!("/pay?id={order_id}")))
+}
+
+fn html(h: &Harness, order_id: &str) -> String {
+    let resp = page(h, order_id);
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    assert_eq!(header(&resp, "content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(header(&resp, "cache-control"), Some("no-store"));
+    text(&resp)
+}
+
+fn status(h: &Harness, order_id: &str) -> Value {
+    let resp = h.svc.handle(&WireRequest::new("GET", &format!("/pay/status?id={order_id}")));
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    assert_json_content_type(&resp);
+    let body = resp.json();
+    assert_eq!(keys_of(&body), sorted(PUBLIC_FIELDS), "public status members: {body}");
+    body
+}
+
+fn post(h: &Harness, path: &str) -> WireResponse {
+    h.svc.handle(&WireRequest::new("POST", path))
+}
+
+fn create(h: &Harness, body: Value) -> String {
+    h.create(&body)["data"]["order_id"].as_str().expect("order_id").to_string()
+}
+
+/// The opening tag of the element with `id`.
+fn tag<'a>(html: &'a str, id: &str) -> &'a str {
+    let at = html.find(&format!(" id=\"{id}\"")).unwrap_or_else(|| panic!("no element #{id}"));
+    let start = html[..at].rfind('<').expect("tag start");
+    let end = at + html[at..].find('>').expect("tag end");
+    &html[start..=end]
+}
+
+/// The text right after the opening tag of `id`, up to the next tag.
+fn text_of<'a>(html: &'a str, id: &str) -> &'a str {
+    let opening = tag(html, id);
+    let from = html.find(opening).expect("tag") + opening.len();
+    let to = from + html[from..].find('<').expect("next tag");
+    &html[from..to]
+}
+
+fn is_hidden(html: &str, id: &str) -> bool {
+    let opening = tag(html, id);
+    opening.ends_with(" hidden>") || opening.contains(" hidden ")
+}
+
+fn number(v: &Value) -> Decimal {
+    v.to_string().parse().unwrap_or_else(|_| panic!("not a decimal: {v}"))
+}
+
+#[test]
+fn the_page_shows_the_order_with_everything_inline() {
+    let h = harness();
+    let id = create(
+        &h,
+        json!({"currency": "USD", "amount": "48.5", "title": "Northwind Coffee", "description": "2 bags, 250 g",
+               "pay_currency": "BTC", "callback_url": CALLBACK}),
+    );
+    let body = html(&h, &id);
+    let public = status(&h, &id);
+    let detail = h.get(&format!("/v1/orders/{id}")).json();
+
+    assert!(body.starts_with("<!doctype html>"), "{body}");
+    assert!(body.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"));
+    assert_eq!(text_of(&body, "merchant-title"), "Northwind Coffee");
+    assert_eq!(text_of(&body, "description"), "2 bags, 250 g");
+    assert_eq!(text_of(&body, "fiat-amount"), "48.50 USD", "fiat with its minor unit");
+    assert_eq!(text_of(&body, "crypto-amount"), number(&detail["invoice"]["amount"]).to_string());
+    assert_eq!(text_of(&body, "pay-currency"), "BTC");
+    let address = public["address"].as_str().expect("address");
+    assert!(address.starts_with("tb1q"), "sandbox BTC address {address}");
+    assert_eq!(text_of(&body, "address"), address);
+    assert!(tag(&body, "copy-address").contains(&format!("data-copy=\"{address}\"")));
+    assert!(public["payment_uri"].as_str().expect("uri").starts_with(&format!("bitcoin:{address}?amount=")));
+
+    // The QR code is inline SVG, drawn here, with the payment URI as a wallet link.
+    assert!(tag(&body, "qr-svg").starts_with("<svg "), "{}", tag(&body, "qr-svg"));
+    assert!(body.contains("<path fill=\"#0f172a\" d=\"M"), "QR modules drawn as one path");
+    assert!(tag(&body, "open-wallet").contains(&format!("href=\"bitcoin:{address}?amount=")));
+
+    // Countdown from the service clock, not the browser's.
+    assert_eq!(text_of(&body, "countdown"), "30:00");
+    assert_eq!(public["expired_at_t"].as_i64(), Some(T0_MS + THIRTY_MIN_MS));
+    assert_eq!(public["now_t"].as_i64(), Some(T0_MS));
+    h.clock.advance_ms(61_000);
+    let later = html(&h, &id);
+    assert_eq!(text_of(&later, "countdown"), "28:59");
+    assert_eq!(status(&h, &id)["now_t"].as_i64(), Some(T0_MS + 61_000));
+
+    // State and sandbox controls.
+    assert!(tag(&body, "status").contains("data-status=\"NEW\""));
+    assert_eq!(text_of(&body, "status"), "Awaiting payment");
+    assert!(!is_hidden(&body, "sandbox-banner"));
+    assert!(body.contains("<strong>SANDBOX</strong>"));
+    assert!(!is_hidden(&body, "simulate-pay") && !is_hidden(&body, "cancel"));
+    assert!(!is_hidden(&body, "pay-panel") && is_hidden(&body, "result") && is_hidden(&body, "error"));
+    assert_eq!(public["sandbox"], json!(true));
+    assert_eq!(public["redirect_url"], Value::Null);
+    assert_eq!(number(&public["due_amount"]), number(&public["pay_amount"]));
+}
+
+#[test]
+fn the_page_loads_nothing_from_anywhere() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "EUR", "amount": 20, "title": "Offline shop"}));
+    let body = html(&h, &id);
+    for banned in ["<link", "<img", "<iframe", "src=", "url(", "@import", "https://", "//cdn"] {
+        assert!(!body.contains(banned), "external asset marker {banned:?} in the page");
+    }
+    // The only http:// is the SVG namespace; the only links are wallet URIs.
+    assert_eq!(body.matches("http://").count(), 1);
+    assert!(body.contains("xmlns=\"http://www.w3.org/2000/svg\""));
+    for (at, _) in body.match_indices("href=\"") {
+        assert!(body[at + 6..].starts_with("ethereum:"), "link {}", &body[at..at + 40]);
+    }
+    assert!(body.contains("Content-Security-Policy") && body.contains("default-src 'none'"));
+    assert_eq!(body.matches("<style>").count(), 1);
+    assert_eq!(body.matches("<script").count(), 3, "two JSON islands and the inline script");
+}
+
+#[test]
+fn merchant_text_is_escaped() {
+    let h = harness();
+    let title = "<script>alert(\"t\")</script> & 'Co'";
+    let description = "<img src=x onerror=alert(1)>";
+    let id = create(&h, json!({"currency": "USD", "amount": 1, "title": title, "description": description}));
+    let body = html(&h, &id);
+    assert_eq!(
+        text_of(&body, "merchant-title"),
+        "&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt; &amp; &#39;Co&#39;"
+    );
+    assert_eq!(text_of(&body, "description"), "&lt;img src=x onerror=alert(1)&gt;");
+    assert!(!body.contains("<script>alert"), "raw title markup in the page");
+    assert!(!body.contains("<img"), "raw description markup in the page");
+    assert!(!body.contains("</script> &"), "the JSON island cannot be closed by the title");
+    assert!(body.contains("\\u003cscript\\u003ealert"), "the JSON island escapes <, > and &");
+    // The document title is escaped too.
+    assert!(body.contains("<title>&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt; &amp; &#39;Co&#39; \u{2014} "));
+    // The status JSON keeps the text as sent (the page's script only sets textContent).
+    assert_eq!(status(&h, &id)["title"], json!(title));
+}
+
+#[test]
+fn public_fields_never_carry_merchant_or_customer_secrets() {
+    let h = harness();
+    let id = create(
+        &h,
+        json!({"currency": "USD", "amount": 10, "title": "T", "customer_email": EMAIL, "webhook_url": WEBHOOK,
+               "callback_url": CALLBACK, "success_url": "https://shop.example/success-secret",
+               "cancel_url": "https://shop.example/cancel-secret", "merchant_order_id": "INTERNAL-REF-991"}),
+    );
+    let body = html(&h, &id);
+    let public = status(&h, &id).to_string();
+    for secret in
+        [EMAIL, WEBHOOK, h.key.as_str(), h.key_id.as_str(), "success-secret", "cancel-secret", "INTERNAL-REF-991"]
+    {
+        assert!(!body.contains(secret), "{secret:?} in the page");
+        assert!(!public.contains(secret), "{secret:?} in /pay/status");
+    }
+    assert!(!public.contains("user_id") && !body.contains("user_id"));
+    // Before the order is over, not even the callback_url shows.
+    assert!(!body.contains("shop.example/return") && !public.contains("shop.example/return"));
+}
+
+#[test]
+fn simulate_from_the_page_pays_and_redirects_to_the_callback() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 25, "callback_url": CALLBACK}));
+    let resp = post(&h, &format!("/pay/simulate?id={id}"));
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    let body = resp.json();
+    assert_eq!(keys_of(&body), sorted(PUBLIC_FIELDS));
+    assert_eq!(body["status"], "PAID");
+    assert_eq!(number(&body["due_amount"]), Decimal::ZERO);
+    let redirect = url::Url::parse(body["redirect_url"].as_str().expect("redirect_url")).expect("url");
+    assert_eq!(redirect.host_str(), Some("shop.example"));
+    assert_eq!(redirect.path(), "/return");
+    let query: Vec<(String, String)> = redirect.query_pairs().into_owned().collect();
+    assert_eq!(
+        query,
+        vec![("ref".into(), "A-7".into()), ("order_id".into(), id.clone()), ("status".into(), "PAID".into())]
+    );
+    assert_eq!(status(&h, &id)["redirect_url"], body["redirect_url"]);
+
+    let detail = h.get(&format!("/v1/orders/{id}")).json();
+    assert_eq!(detail["order"]["status"], "PAID");
+    assert_eq!(detail["invoice"]["status"], "PAID");
+    assert_eq!(number(&detail["invoice"]["receive_amount"]), Decimal::from(25));
+
+    // The page itself now shows the result; nothing is left to press.
+    let page = html(&h, &id);
+    assert!(!is_hidden(&page, "result") && is_hidden(&page, "pay-panel"));
+    assert_eq!(text_of(&page, "result-title"), "Paid \u{2713}");
+    assert!(is_hidden(&page, "simulate-pay") && is_hidden(&page, "cancel"));
+
+    // The order is finished, so a second simulated payment from the page is refused.
+    let again = post(&h, &format!("/pay/simulate?id={id}"));
+    assert_error(&again, 400, "ORDER_STATE_INVALID");
+}
+
+#[test]
+fn cancel_from_the_page_redirects_with_cancelled_and_only_once() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 25, "callback_url": CALLBACK}));
+    let resp = post(&h, &format!("/pay/cancel?id={id}"));
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    let body = resp.json();
+    assert_eq!(body["status"], "CANCELLED");
+    let redirect = body["redirect_url"].as_str().expect("redirect_url");
+    assert!(redirect.starts_with("https://shop.example/return?ref=A-7&order_id="), "{redirect}");
+    assert!(redirect.ends_with("&status=CANCELLED"), "{redirect}");
+    assert_eq!(h.get(&format!("/v1/orders/{id}")).json()["order"]["status"], "CANCELLED");
+
+    assert_error(&post(&h, &format!("/pay/cancel?id={id}")), 400, "ORDER_STATE_INVALID");
+    let page = html(&h, &id);
+    assert_eq!(text_of(&page, "result-title"), "Cancelled");
+    assert!(is_hidden(&page, "cancel") && is_hidden(&page, "simulate-pay"));
+}
+
+#[test]
+fn without_a_callback_there_is_no_redirect() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 3}));
+    let body = post(&h, &format!("/pay/simulate?id={id}")).json();
+    assert_eq!(body["status"], "PAID");
+    assert_eq!(body["redirect_url"], Value::Null);
+}
+
+#[test]
+fn partial_and_unconfirmed_payments_show_what_is_due() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+    let total = number(&status(&h, &id)["pay_amount"]);
+    let partial = h.svc.handle(
+        &WireRequest::new("POST", &format!("/v1/orders/{id}/simulate"))
+            .header("x-api-key", &h.key)
+            .body(r#"{"action":"partial"}"#),
+    );
+    assert_eq!(partial.status, 200, "{}", text(&partial));
+
+    let public = status(&h, &id);
+    assert_eq!(public["status"], "PENDING");
+    let due = number(&public["due_amount"]);
+    assert!(due > Decimal::ZERO && due < total, "due {due} of {total}");
+    let body = html(&h, &id);
+    assert_eq!(text_of(&body, "status"), "Partly paid");
+    assert_eq!(text_of(&body, "amount-label"), "Amount still due");
+    assert_eq!(text_of(&body, "crypto-amount"), due.to_string());
+    assert!(tag(&body, "pay-panel").contains("class=\"pay no-qr\""), "the full-amount QR is hidden");
+    assert!(!is_hidden(&body, "received"));
+    assert_eq!(text_of(&body, "received-amount"), "5.00 of 10.00 USD");
+    assert!(is_hidden(&body, "cancel"), "a PENDING order cannot be cancelled");
+    assert!(!is_hidden(&body, "simulate-pay"));
+
+    // The rest, unconfirmed: nothing is due, the page waits for the confirmation.
+    let rest = h.svc.handle(
+        &WireRequest::new("POST", &format!("/v1/orders/{id}/simulate"))
+            .header("x-api-key", &h.key)
+            .body(r#"{"action":"pay","confirmed":false}"#),
+    );
+    assert_eq!(rest.status, 200, "{}", text(&rest));
+    let public = status(&h, &id);
+    assert_eq!((public["status"].as_str(), number(&public["due_amount"])), (Some("PENDING"), Decimal::ZERO));
+    let body = html(&h, &id);
+    assert!(is_hidden(&body, "pay-panel") && !is_hidden(&body, "result"));
+    assert_eq!(text_of(&body, "result-title"), "Payment detected");
+    assert!(is_hidden(&body, "simulate-pay"), "nothing left to simulate from the page");
+}
+
+#[test]
+fn an_expired_order_shows_expired_and_no_controls() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "callback_url": CALLBACK}));
+    h.clock.advance_ms(THIRTY_MIN_MS + 1);
+    h.svc.expire_due(Timestamp(T0_MS + THIRTY_MIN_MS + 1)).expect("expire");
+    let public = status(&h, &id);
+    assert_eq!(public["status"], "EXPIRED");
+    assert_eq!(public["redirect_url"], Value::Null, "only PAID and CANCELLED go back to the merchant");
+    let body = html(&h, &id);
+    assert_eq!(text_of(&body, "result-title"), "Expired");
+    assert_eq!(text_of(&body, "countdown"), "00:00");
+    assert!(is_hidden(&body, "pay-panel") && is_hidden(&body, "simulate-pay") && is_hidden(&body, "cancel"));
+    assert_error(&post(&h, &format!("/pay/cancel?id={id}")), 400, "ORDER_STATE_INVALID");
+}
+
+#[test]
+fn unknown_orders_get_the_not_found_page() {
+    let h = harness();
+    for path in ["/pay?id=00000000-0000-4000-8000-000000000000", "/pay?id=not-a-uuid", "/pay", "/pay/?id="] {
+        let resp = h.svc.handle(&WireRequest::new("GET", path));
+        assert_eq!(resp.status, 404, "{path}");
+        assert_eq!(header(&resp, "content-type"), Some("text/html; charset=utf-8"), "{path}");
+        let body = text(&resp);
+        assert!(body.contains("<h1>Payment not found</h1>") && body.contains("<style>"), "{path}: {body}");
+        assert!(!body.contains("<script"), "{path}");
+    }
+    for (method, path) in [("GET", "/pay/status"), ("POST", "/pay/cancel"), ("POST", "/pay/simulate")] {
+        let resp = h.svc.handle(&WireRequest::new(method, &format!("{path}?id=00000000-0000-4000-8000-000000000000")));
+        // As Get Order answers an unknown id (spec: 400 ORDER_NOT_VALID).
+        assert_error(&resp, 400, "ORDER_NOT_VALID");
+    }
+}
+
+#[test]
+fn orders_of_the_other_environment_are_not_found() {
+    let sandbox = harness();
+    let id = create(&sandbox, json!({"currency": "USD", "amount": 10}));
+    let live = coinorder::Service::open(sandbox.db(), {
+        let mut config = config(Environment::Live, &sandbox.clock);
+        config.payment_page_url = "https://pay.example/pay".into();
+        config
+    })
+    .expect("open live");
+    let resp = live.handle(&WireRequest::new("GET", &format!("/pay?id={id}")));
+    assert_eq!(resp.status, 404);
+}
+
+#[derive(Debug)]
+struct Wallet;
+
+impl AddressSource for Wallet {
+    fn deposit_address(&self, order_id: &str, _currency: &str, _amount: Decimal) -> Result<DepositAddress, String> {
+        Ok(DepositAddress { address: format!("bc1qlivewallet{}", &order_id[..8]), payment_uri: None })
+    }
+}
+
+#[test]
+fn live_pages_have_no_sandbox_controls_but_can_be_cancelled() {
+    let h = harness_with(Environment::Live, |config| config.address_source = Some(Arc::new(Wallet)));
+    h.svc.set_rate("BTC", "USD", Decimal::from(50_000), None).expect("rate");
+    let id = create(&h, json!({"currency": "USD", "amount": 100, "pay_currency": "BTC", "callback_url": CALLBACK}));
+    let body = html(&h, &id);
+    assert!(!body.contains("id=\"sandbox-banner\""));
+    assert!(!body.contains("SANDBOX"));
+    assert!(is_hidden(&body, "simulate-pay"));
+    assert!(!is_hidden(&body, "cancel"), "the customer may cancel a NEW order in live too");
+    assert_eq!(text_of(&body, "crypto-amount"), "0.002");
+    assert!(text_of(&body, "address").starts_with("bc1qlivewallet"));
+    assert!(tag(&body, "open-wallet").contains("href=\"bitcoin:bc1qlivewallet"));
+    assert_eq!(status(&h, &id)["sandbox"], json!(false));
+
+    // Simulation does not exist in live, not even from the page.
+    let resp = post(&h, &format!("/pay/simulate?id={id}"));
+    assert_eq!(resp.status, 404, "{}", text(&resp));
+    assert_eq!(status(&h, &id)["status"], "NEW");
+
+    let cancelled = post(&h, &format!("/pay/cancel?id={id}")).json();
+    assert_eq!(cancelled["status"], "CANCELLED");
+    assert!(cancelled["redirect_url"].as_str().expect("redirect").ends_with("&status=CANCELLED"));
+}
+
+#[test]
+fn a_live_order_without_an_address_says_so_instead_of_a_qr_code() {
+    let h = harness_with(Environment::Live, |_| {});
+    h.svc.set_rate("USDT", "USD", Decimal::ONE, None).expect("rate");
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+    let body = html(&h, &id);
+    assert!(body.contains("id=\"address-missing\""));
+    assert!(!body.contains("<svg"), "no QR code of an empty URI");
+    assert!(!body.contains("id=\"open-wallet\""));
+}
+
+#[test]
+fn the_page_cannot_be_framed_and_finished_orders_cannot_be_simulated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let service =
+        coinorder::Service::open(dir.path().join("t.db"), coinorder::Config::new(coinorder::Environment::Sandbox))
+            .expect("open");
+    let key = service
+        .create_key(coinorder::NewApiKey {
+            user_id: 1,
+            environment: coinorder::Environment::Sandbox,
+            webhook_url: None,
+        })
+        .expect("key");
+    let created = service.handle(
+        &coinorder::WireRequest::new("POST", "/v1/orders")
+            .header("x-api-key", key.plain_key.expose())
+            .body(r#"{"currency":"USD","amount":5}"#),
+    );
+    let order_id = created.json()["data"]["order_id"].as_str().expect("order id").to_string();
+    let page = service.handle(&coinorder::WireRequest::new("GET", &format!("/pay?id={order_id}")));
+    let header = |name: &str| page.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
+    assert_eq!(header("content-security-policy").as_deref(), Some("frame-ancestors 'none'"));
+    let cancel = service.handle(&coinorder::WireRequest::new("POST", &format!("/pay/cancel?id={order_id}")));
+    assert_eq!(cancel.status, 200);
+    let simulate = service.handle(&coinorder::WireRequest::new("POST", &format!("/pay/simulate?id={order_id}")));
+    assert_eq!(simulate.status, 400);
+    assert_eq!(simulate.json()["error_code"], "ORDER_STATE_INVALID");
+    assert!(service.order_payments(&order_id).expect("payments").is_empty());
+}
