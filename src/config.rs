@@ -134,6 +134,33 @@ pub struct SmtpConfig {
     pub from: String,
 }
 
+impl SmtpConfig {
+    /// Refuses settings the mailer could not use: a scheme other than `smtp`/`smtps`, a
+    /// `tls=` mode other than `required` or `opportunistic`, anything lettre rejects, or
+    /// a sender that is not an address. Messages never repeat the URL (it may hold a
+    /// password).
+    pub fn check(&self) -> Result<()> {
+        let bad = |why: String| Error::new(crate::ErrorKind::Config(format!("smtp url: {why}")));
+        let parsed = url::Url::parse(&self.url).map_err(|e| bad(format!("not a URL ({e})")))?;
+        if !matches!(parsed.scheme(), "smtp" | "smtps") {
+            return Err(bad(format!("must start with smtp:// or smtps://, not {}://", parsed.scheme())));
+        }
+        if let Some((_, tls)) = parsed.query_pairs().find(|(name, _)| name == "tls") {
+            if parsed.scheme() == "smtp" && !matches!(tls.as_ref(), "required" | "opportunistic") {
+                return Err(bad(format!("tls must be required or opportunistic, got {tls:?}")));
+            }
+        }
+        lettre::SmtpTransport::from_url(&self.url).map_err(|e| bad(format!("not usable ({e})")))?;
+        if self.from.parse::<lettre::message::Mailbox>().is_err() {
+            return Err(Error::new(crate::ErrorKind::Config(format!(
+                "smtp from: {:?} is not an e-mail address (e.g. `Shop <pay@shop.example>`)",
+                self.from
+            ))));
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for SmtpConfig {
     // The URL may carry a password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -232,19 +259,7 @@ impl Config {
             ))));
         }
         if let Some(smtp) = &self.smtp {
-            let parsed = url::Url::parse(&smtp.url)
-                .map_err(|e| Error::new(crate::ErrorKind::Config(format!("smtp url: {e}"))))?;
-            if !matches!(parsed.scheme(), "smtp" | "smtps") {
-                return Err(Error::new(crate::ErrorKind::Config(
-                    "smtp url must start with smtp:// or smtps://".into(),
-                )));
-            }
-            if smtp.from.parse::<lettre::message::Mailbox>().is_err() {
-                return Err(Error::new(crate::ErrorKind::Config(format!(
-                    "smtp from {:?} is not an address",
-                    smtp.from
-                ))));
-            }
+            smtp.check()?;
         }
         for code in &self.pay_currencies {
             if crate::money::coin_decimals(code).is_none() {

@@ -10,8 +10,6 @@
 use std::fmt;
 use std::io::Read;
 use std::net::{IpAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -142,38 +140,56 @@ impl Service {
     /// Sends up to `limit` due webhooks (in parallel, bounded by
     /// `Config::delivery_concurrency`) and records the outcome of each. Call it from a
     /// loop, a timer or the background worker.
+    ///
+    /// Works in waves of `delivery_concurrency`: each wave is leased, sent and recorded
+    /// before the next is claimed, so a lease (one timeout plus 30 s) always covers the
+    /// attempt it guards, however large `limit` is.
     pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
+        let wave_size = self.config().delivery_concurrency.max(1);
+        let mut report = DeliveryReport::default();
+        while report.attempted < limit {
+            let wave = self.deliver_wave(wave_size.min(limit - report.attempted))?;
+            report.attempted += wave.attempted;
+            report.delivered += wave.delivered;
+            report.retrying += wave.retrying;
+            report.failed += wave.failed;
+            report.no_target += wave.no_target;
+            if wave.attempted < wave_size {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Leases up to `size` due events, sends them at once, and records every outcome.
+    fn deliver_wave(&self, size: usize) -> Result<DeliveryReport> {
         let now = self.now();
         let token = keys::random_base62(24);
         let lease_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 4) + 30_000;
         let claimed = self
             .store
-            .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, limit as i64))?;
+            .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, size as i64))?;
         let mut jobs = Vec::with_capacity(claimed.len());
         for claimed in claimed {
             let target = self.webhook_target(&claimed)?;
             jobs.push(Job { claimed, target });
         }
 
-        let results = Mutex::new(Vec::with_capacity(jobs.len()));
-        let next = AtomicUsize::new(0);
-        let workers = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let index = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(job) = jobs.get(index) else { break };
-                    let result = self.attempt(job);
-                    results.lock().unwrap_or_else(|p| p.into_inner()).push((index, result));
-                });
-            }
+        let results: Vec<(Option<Outcome>, Option<WebhookAttempt>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs.iter().map(|job| scope.spawn(|| self.attempt(job))).collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or((Some(Outcome::Retry { error: "sender panicked".into(), retry_after: None }), None))
+                })
+                .collect()
         });
 
         let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
-        let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         self.store.write(|db| {
-            for (index, (outcome, log)) in &results {
-                let Some(job) = jobs.get(*index) else { continue };
+            for (job, (outcome, log)) in jobs.iter().zip(&results) {
                 let finished = self.now();
                 let (state, next_attempt_at, error) = match outcome {
                     None => (DeliveryState::NoTarget, finished, Some("no webhook URL on the order or its key".into())),

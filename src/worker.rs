@@ -1,7 +1,9 @@
 //! Background workers: a task run periodically on its own thread until stopped.
 //!
-//! [`Worker`] is the one reusable piece; [`Service::start_expiry_worker`] runs
-//! [`Service::expire_due`] on it, and `coinorder serve` starts one while it serves.
+//! [`Worker`] is the one reusable piece. [`Service::start_expiry_worker`] runs
+//! [`Service::expire_due`] on it and [`Service::start_delivery_worker`] sends due
+//! webhooks and payment-link e-mails ([`Service::deliver_due`],
+//! [`Service::send_due_emails`]); `coinorder serve` runs both while it serves.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -42,6 +44,15 @@ struct Shared {
 /// every critical section here only assigns plain values).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Seen by a running task: whether its worker has been asked to stop.
+struct StopRequested(Arc<Shared>);
+
+impl StopRequested {
+    fn get(&self) -> bool {
+        lock(&self.0.control).stop
+    }
 }
 
 /// A task run periodically on its own named thread until [`Worker::stop`] (or drop).
@@ -91,8 +102,23 @@ impl Worker {
         F: FnMut() -> Result<(), E> + Send + 'static,
         E: fmt::Display,
     {
-        let name = name.into();
+        Worker::spawn_with_stop(name.into(), interval, |_| task)
+    }
+
+    /// Like [`Worker::spawn`], for a task that may loop within one run: `make` receives
+    /// a [`StopRequested`] the task checks between steps, so stopping never waits for
+    /// more than the step in progress.
+    fn spawn_with_stop<F, E>(
+        name: String,
+        interval: Duration,
+        make: impl FnOnce(StopRequested) -> F,
+    ) -> std::io::Result<Worker>
+    where
+        F: FnMut() -> Result<(), E> + Send + 'static,
+        E: fmt::Display,
+    {
         let shared = Arc::new(Shared::default());
+        let task = make(StopRequested(Arc::clone(&shared)));
         let thread = {
             let shared = Arc::clone(&shared);
             let interval = interval.max(MIN_INTERVAL);
@@ -230,5 +256,84 @@ impl Service {
     pub fn start_expiry_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
         let service = Arc::clone(self);
         Worker::spawn("coinorder-expiry", interval, move || service.expire_due(service.now()).map(|_| ()))
+    }
+
+    /// Starts a background [`Worker`] (thread `coinorder-delivery`) that sends what is
+    /// due from the outbox: each run calls [`Service::deliver_due`]`(batch)` and
+    /// [`Service::send_due_emails`]`(batch)`, and repeats at once, for each of the two,
+    /// while it came back with a full batch (a backlog drains without waiting
+    /// `interval` between batches); then it waits `interval` (measured from the end of
+    /// the run) before looking again. `coinorder serve` runs it every second with a batch
+    /// of 100.
+    ///
+    /// Without [`crate::Config::smtp`] e-mails stay pending and only webhooks go out.
+    /// Retries follow [`crate::Config::retry_schedule`]; an attempt that fails is not
+    /// picked up again before its next attempt is due, so a receiver that is down is not
+    /// hammered. A run that fails (e.g. the database busy past its timeout) is counted on
+    /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
+    /// `e-mails`) and retried at the next tick; it never stops the worker. [`Worker::stop`]
+    /// waits for the batch in progress only (at most about one webhook timeout, for a
+    /// receiver that hangs), not for the rest of a backlog. A `batch` of 0 counts as 1.
+    ///
+    /// Several workers, in one process or several, may run over the same database: events
+    /// and e-mails are leased, so no attempt is made twice at once.
+    ///
+    /// The worker holds the service until it is stopped or dropped.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use coinorder::{Config, Environment, Service, SmtpConfig};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut config = Config::new(Environment::Live);
+    /// config.smtp = Some(SmtpConfig {
+    ///     url: "smtp://127.0.0.1:2525".into(),
+    ///     from: "Shop <pay@shop.example>".into(),
+    /// });
+    /// let service = Arc::new(Service::open("coinorder.db", config)?);
+    /// let mut delivery = service.start_delivery_worker(Duration::from_secs(1), 100)?;
+    /// // ... serve requests; events and e-mails go out in the background ...
+    /// delivery.stop();
+    /// # Ok(()) }
+    /// ```
+    pub fn start_delivery_worker(self: &Arc<Self>, interval: Duration, batch: usize) -> std::io::Result<Worker> {
+        let service = Arc::clone(self);
+        let batch = batch.max(1);
+        Worker::spawn_with_stop("coinorder-delivery".to_string(), interval, move |stop| {
+            move || service.deliver_backlog(batch, &stop)
+        })
+    }
+
+    /// One run of the delivery worker: webhooks and e-mails, each repeated while a full
+    /// batch went out, until both are drained or the worker is stopped.
+    fn deliver_backlog(&self, batch: usize, stop: &StopRequested) -> Result<(), String> {
+        let (mut webhooks, mut emails) = (true, true);
+        let mut errors = Vec::new();
+        while (webhooks || emails) && !stop.get() {
+            if webhooks {
+                webhooks = match self.deliver_due(batch) {
+                    Ok(report) => report.attempted >= batch,
+                    Err(error) => {
+                        errors.push(format!("webhooks: {error}"));
+                        false
+                    }
+                };
+            }
+            if emails && !stop.get() {
+                emails = match self.send_due_emails(batch) {
+                    Ok(report) => report.attempted >= batch,
+                    Err(error) => {
+                        errors.push(format!("e-mails: {error}"));
+                        false
+                    }
+                };
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
     }
 }

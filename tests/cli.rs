@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod smtp_support;
+
+use smtp_support::SmtpSink;
+
 const BIN: &str = env!("CARGO_BIN_EXE_coinorder");
 /// Upper bound for the server to start, answer, or stop.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -279,6 +283,15 @@ impl ServeProcess {
             }
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// What the process wrote to stderr; call after it exited.
+    fn stderr_text(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            let _ = stderr.read_to_string(&mut text);
+        }
+        text
     }
 
     /// Kills the process and returns what it wrote to stderr.
@@ -827,4 +840,554 @@ fn serve_expires_orders_in_the_background() {
 
     let output = run(dir, &["serve", "--env", "sandbox", "--invoice-ttl", "0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
+// ----- Webhooks and e-mail (issue 4) -----
+
+/// One request a [`Receiver`] got.
+#[derive(Debug, Clone)]
+struct Hit {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Hit {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("webhook body is JSON")
+    }
+}
+
+/// A tiny webhook receiver on 127.0.0.1: answers every request `200 ok` (and closes the
+/// connection), recording it. Stopped and joined on drop.
+struct Receiver {
+    addr: std::net::SocketAddr,
+    hits: std::sync::Arc<std::sync::Mutex<Vec<Hit>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("addr");
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (hits, stop) = (Arc::clone(&hits), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            if let Some(hit) = Receiver::answer(stream) {
+                                hits.lock().expect("hits").push(hit);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(_) => thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            })
+        };
+        Receiver { addr, hits, stop, thread: Some(thread) }
+    }
+
+    /// Reads one request and answers 200.
+    fn answer(mut stream: std::net::TcpStream) -> Option<Hit> {
+        use std::io::Write;
+        stream.set_nonblocking(false).ok()?;
+        stream.set_read_timeout(Some(TIMEOUT)).ok()?;
+        let mut data = Vec::new();
+        let mut buf = [0u8; 8192];
+        let head_end = loop {
+            if let Some(pos) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                break pos + 4;
+            }
+            let n = stream.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
+            data.extend_from_slice(&buf[..n]);
+        };
+        let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let path = lines.next()?.split(' ').nth(1)?.to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+            .collect();
+        let length: usize =
+            headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+        while data.len() < head_end + length {
+            let n = stream.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
+            data.extend_from_slice(&buf[..n]);
+        }
+        let body = data[head_end..head_end + length].to_vec();
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        Some(Hit { path, headers, body })
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().expect("hits").clone()
+    }
+
+    /// Waits up to `timeout` for a request matching `wanted`.
+    fn wait_for(&self, timeout: Duration, wanted: impl Fn(&Hit) -> bool) -> Option<Hit> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(hit) = self.hits().into_iter().find(&wanted) {
+                return Some(hit);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
+}
+
+/// Checks a webhook's Standard Webhooks signature with our own verifier.
+fn assert_signed(hit: &Hit, secret: &str) {
+    coinorder::signature::verify(
+        secret,
+        hit.header("webhook-id"),
+        hit.header("webhook-timestamp"),
+        hit.header("webhook-signature"),
+        &hit.body,
+        unix_now(),
+    )
+    .unwrap_or_else(|e| panic!("signature of {hit:?} does not verify: {e}"));
+}
+
+/// Creates an order of 10 USD with `customer_email` through the library; returns its id.
+fn order_with_email(service: &coinorder::Service, key: &str, email: &str) -> String {
+    let merchant = service.authenticate(Some(key)).expect("authenticate");
+    let request = coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: "10".parse().expect("amount"),
+        title: Some("Blue mug".into()),
+        customer_email: Some(email.into()),
+        ..Default::default()
+    };
+    service.create_order(&merchant, &request).expect("create order").order.order.order_id
+}
+
+#[test]
+fn webhooks_and_emails_commands_print_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let receiver = Receiver::start();
+    let created =
+        run_json(dir, &["keys", "create", "--user-id", "4", "--env", "sandbox", "--webhook-url", &receiver.url()]);
+    let (key, secret) = (created["key"].as_str().expect("key"), created["webhook_secret"].as_str().expect("secret"));
+    let service =
+        coinorder::Service::open(dir.join("coinorder.db"), coinorder::Config::new(coinorder::Environment::Sandbox))
+            .expect("open service");
+    let order_id = order_with_email(&service, key, "bob@customer.example");
+    let paid = run_json(dir, &["sandbox", "pay", &order_id]);
+    let event_id = paid["events"][0]["event_id"].as_str().expect("event id").to_string();
+    assert_eq!(paid["events"][0]["type"], json!("order.paid"));
+
+    // Listed with its delivery: pending, never attempted; the exact payload; no secrets.
+    for args in [
+        &["webhooks", "list"][..],
+        &["webhooks", "list", "--order", &order_id],
+        &["webhooks", "list", "--env", "sandbox", "--limit", "1"],
+    ] {
+        let output = run(dir, args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(!text.contains(secret) && !text.contains("whsec_") && !text.contains(key), "{text}");
+        let listed: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+        let event = &listed[0];
+        assert_eq!((&event["event_id"], &event["order_id"]), (&json!(event_id), &json!(order_id)));
+        assert_eq!((&event["type"], &event["sequence"]), (&json!("order.paid"), &json!(1)));
+        assert_eq!(event["delivery"]["state"], json!("pending"));
+        assert_eq!(event["delivery"]["attempts"], json!(0));
+        assert!(event["delivery"]["next_attempt_at"].is_string(), "{event}");
+        assert_eq!(event["delivery"]["log"], json!([]));
+        assert_eq!(event["payload"]["type"], json!("order.paid"));
+        assert_eq!(event["payload"]["data"]["order"]["order_id"], json!(order_id));
+    }
+    assert_eq!(run_json(dir, &["webhooks", "list", "--env", "live"]), json!([]));
+    let message = run_fails(dir, &["webhooks", "list", "--order", "00000000-0000-4000-8000-000000000000"]);
+    assert!(message.contains("not found"), "{message}");
+
+    // The e-mail waits: no SMTP configured anywhere yet.
+    let emails = run_json(dir, &["emails", "list"]);
+    assert_eq!(emails.as_array().map(Vec::len), Some(1), "{emails}");
+    let email = &emails[0];
+    assert_eq!((&email["order_id"], &email["recipient"]), (&json!(order_id), &json!("bob@customer.example")));
+    assert_eq!((&email["state"], &email["attempts"]), (&json!("pending"), &json!(0)));
+    let payment_url = service.payment_url(&order_id);
+    assert!(email["text_body"].as_str().is_some_and(|t| t.contains(&payment_url)), "{email}");
+    assert!(email["subject"].as_str().is_some_and(|s| s.contains("Blue mug")), "{email}");
+    assert_eq!(run_json(dir, &["emails", "list", "--order", &order_id]).as_array().map(Vec::len), Some(1));
+    assert_eq!(run_json(dir, &["emails", "list", "--env", "live"]), json!([]));
+    let message = run_fails(dir, &["emails", "list", "--order", "00000000-0000-4000-8000-000000000000"]);
+    assert!(message.contains("not found"), "{message}");
+
+    // Deliver once: the webhook goes out, signed; without SMTP no e-mail is attempted.
+    let report = run_json(dir, &["webhooks", "deliver"]);
+    assert_eq!(
+        report,
+        json!({
+            "webhooks": {"attempted": 1, "delivered": 1, "retrying": 0, "failed": 0, "no_target": 0},
+            "emails": {"attempted": 0, "sent": 0, "retrying": 0, "failed": 0, "smtp": null},
+        })
+    );
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].path, "/hook");
+    assert_eq!(hits[0].header("webhook-id"), Some(event_id.as_str()));
+    assert_eq!(hits[0].json()["type"], json!("order.paid"));
+    assert_signed(&hits[0], secret);
+    let listed = run_json(dir, &["webhooks", "list", "--order", &order_id]);
+    let delivery = &listed[0]["delivery"];
+    assert_eq!((&delivery["state"], &delivery["attempts"]), (&json!("delivered"), &json!(1)), "{listed}");
+    assert!(delivery["delivered_at"].is_string() && delivery["next_attempt_at"].is_null(), "{delivery}");
+    assert_eq!(delivery["log"].as_array().map(Vec::len), Some(1));
+    let attempt = &delivery["log"][0];
+    assert_eq!((&attempt["status"], &attempt["url"]), (&json!(200), &json!(receiver.url())), "{attempt}");
+    assert_eq!((&attempt["response_excerpt"], &attempt["error"]), (&json!("ok"), &Value::Null));
+    assert!(attempt["latency_ms"].is_i64() && attempt["started_at"].is_string(), "{attempt}");
+
+    // Redeliver: queued at once, with the same webhook-id and body.
+    let requeued = run_json(dir, &["webhooks", "redeliver", &event_id]);
+    assert_eq!(requeued["event_id"], json!(event_id));
+    assert_eq!((&requeued["delivery"]["state"], &requeued["delivery"]["attempts"]), (&json!("pending"), &json!(0)));
+    assert_eq!(requeued["delivery"]["log"].as_array().map(Vec::len), Some(1), "the log is kept: {requeued}");
+    let report = run_json(dir, &["webhooks", "deliver", "--limit", "5"]);
+    assert_eq!(report["webhooks"]["delivered"], json!(1), "{report}");
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[1].header("webhook-id"), Some(event_id.as_str()));
+    assert_eq!(hits[1].body, hits[0].body);
+    assert_signed(&hits[1], secret);
+    let message = run_fails(dir, &["webhooks", "redeliver", "msg_nope"]);
+    assert!(message.contains("no event"), "{message}");
+    // Events of the other environment are not visible.
+    let message = run_fails(dir, &["webhooks", "redeliver", "--env", "live", &event_id]);
+    assert!(message.contains("no event"), "{message}");
+
+    // A rotated secret is printed once and signs from then on.
+    let key_id = created["id"].as_str().expect("id");
+    let rotated = run_json(dir, &["keys", "rotate-secret", key_id]);
+    let new_secret = rotated["webhook_secret"].as_str().expect("new secret");
+    assert!(new_secret.starts_with("whsec_") && new_secret != secret, "{rotated}");
+    let listed = run(dir, &["keys", "list"]);
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains(new_secret));
+    run_json(dir, &["webhooks", "redeliver", &event_id]);
+    assert_eq!(run_json(dir, &["webhooks", "deliver"])["webhooks"]["delivered"], json!(1));
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 3);
+    assert_signed(&hits[2], new_secret);
+
+    // E-mails: `emails send` needs SMTP; with it the e-mail goes out.
+    let message = run_fails(dir, &["emails", "send"]);
+    assert!(message.contains("--smtp-url"), "{message}");
+    let mut sink = SmtpSink::start();
+    let sent = run_json(dir, &["emails", "send", "--smtp-url", &sink.url(), "--smtp-from", "Shop <shop@shop.example>"]);
+    assert_eq!(sent, json!({"attempted": 1, "sent": 1, "retrying": 0, "failed": 0, "smtp": sink.url()}));
+    let received = sink.wait_for(1, TIMEOUT);
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(received[0]["rcpt_tos"], json!(["bob@customer.example"]));
+    assert_eq!(received[0]["mail_from"], json!("shop@shop.example"));
+    assert!(received[0]["text"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
+    assert!(received[0]["html"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
+    let email = &run_json(dir, &["emails", "list", "--order", &order_id])[0];
+    assert_eq!((&email["state"], &email["attempts"]), (&json!("sent"), &json!(1)), "{email}");
+    assert!(email["sent_at"].is_string() && email["next_attempt_at"].is_null(), "{email}");
+    // Nothing due any more.
+    let report = run_json(dir, &["webhooks", "deliver", "--smtp-url", &sink.url()]);
+    assert_eq!(report["emails"], json!({"attempted": 0, "sent": 0, "retrying": 0, "failed": 0, "smtp": sink.url()}));
+    assert_eq!(report["webhooks"]["attempted"], json!(0));
+    sink.stop();
+
+    // Bad SMTP settings are refused before anything is sent.
+    for (args, expected) in [
+        (&["emails", "send", "--smtp-url", "http://127.0.0.1:25"][..], "smtp://"),
+        (&["emails", "send", "--smtp-url", "smtp://u:hunter2@127.0.0.1:25?tls=maybe"], "tls"),
+        (&["webhooks", "deliver", "--smtp-url", "smtp://127.0.0.1:25", "--smtp-from", "nobody"], "nobody"),
+    ] {
+        let message = run_fails(dir, args);
+        assert!(message.contains(expected) && !message.contains("hunter2"), "{args:?}: {message}");
+    }
+    for args in [
+        &["webhooks", "list", "--limit", "0"][..],
+        &["webhooks", "deliver", "--webhook-timeout", "0"],
+        &["webhooks", "redeliver"],
+    ] {
+        let output = run(dir, args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn serve_sends_webhooks_and_emails_in_the_background() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let receiver = Receiver::start();
+    let mut sink = SmtpSink::start_with(0, Some("shop:p@ss w0rd"));
+    let created =
+        run_json(dir, &["keys", "create", "--user-id", "6", "--env", "sandbox", "--webhook-url", &receiver.url()]);
+    let (key, secret) = (created["key"].as_str().expect("key"), created["webhook_secret"].as_str().expect("secret"));
+    // Credentials in the URL, percent-encoded; the password is never printed.
+    let smtp_url = format!("smtp://shop:p%40ss%20w0rd@127.0.0.1:{}", sink.port());
+    let (mut server, addr) = ServeProcess::start(dir, &["--smtp-url", &smtp_url, "--webhook-timeout", "5"]);
+    let agent = agent();
+
+    let (status, body) = post_order(
+        &agent,
+        &addr,
+        key,
+        r#"{"currency":"USD","amount":3,"title":"Blue mug","customer_email":"carol@customer.example"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let order_id = body["data"]["order_id"].as_str().expect("order_id").to_string();
+    let payment_url = body["payment_url"].as_str().expect("payment_url").to_string();
+
+    // The delivery worker e-mails the link within a bounded wait, logged in as `shop`.
+    let received = sink.wait_for(1, TIMEOUT);
+    assert_eq!(received.len(), 1, "no e-mail within {TIMEOUT:?}: {received:?}");
+    assert_eq!(received[0]["rcpt_tos"], json!(["carol@customer.example"]));
+    assert_eq!(received[0]["login"], json!("shop"));
+    assert_eq!(received[0]["mail_from"], json!("noreply@localhost"));
+    assert!(received[0]["text"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
+    assert!(received[0]["html"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
+
+    // Paid through the sandbox API: the order.paid webhook arrives, signed.
+    let mut response = agent
+        .post(format!("http://{addr}/v1/orders/{order_id}/simulate"))
+        .header("x-api-key", key)
+        .header("content-type", "application/json")
+        .send(r#"{"action":"pay"}"#)
+        .expect("HTTP exchange");
+    let text = response.body_mut().read_to_string().expect("body");
+    assert_eq!(response.status().as_u16(), 200, "{text}");
+    let hit = receiver
+        .wait_for(TIMEOUT, |hit| hit.json()["type"] == json!("order.paid"))
+        .unwrap_or_else(|| panic!("no order.paid webhook within {TIMEOUT:?}: {:?}", receiver.hits()));
+    let event = hit.json();
+    assert_eq!(event["data"]["order"]["order_id"], json!(order_id));
+    assert_eq!(event["data"]["order"]["status"], json!("PAID"));
+    assert_signed(&hit, secret);
+    let listed = run_json(dir, &["webhooks", "list", "--order", &order_id]);
+    let paid = listed.as_array().expect("array").iter().find(|e| e["type"] == json!("order.paid")).expect("listed");
+    assert_eq!(paid["event_id"].as_str(), hit.header("webhook-id"));
+
+    assert_eq!(server.terminate().code(), Some(0));
+    let stderr = server.stderr_text();
+    assert!(stderr.contains("smtp://shop:***@127.0.0.1:"), "{stderr}");
+    assert!(!stderr.contains("p%40ss") && !stderr.contains("w0rd"), "the password was printed: {stderr}");
+    sink.stop();
+}
+
+#[test]
+fn serve_reads_a_config_file_and_flags_win() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let mut sink = SmtpSink::start();
+    std::fs::create_dir(dir.join("conf")).expect("mkdir");
+    let created = run_json(dir, &["--db", "conf/shop.db", "keys", "create", "--user-id", "3", "--env", "live"]);
+    let key = created["key"].as_str().expect("key");
+    run_json(dir, &["--db", "conf/shop.db", "rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    let config = format!(
+        "# test settings\n\
+         db = \"shop.db\"\n\
+         [server]\n\
+         env = \"live\"\n\
+         addr = \"127.0.0.1:0\"\n\
+         payment_page_url = \"https://pay.example/from-file\"\n\
+         invoice_ttl = 600\n\
+         threads = 2\n\
+         [webhooks]\n\
+         timeout_secs = 3\n\
+         allow_private = true\n\
+         [smtp]\n\
+         url = \"{}\"\n\
+         from = \"Shop <shop@shop.example>\"\n",
+        sink.url()
+    );
+    std::fs::write(dir.join("conf/coinorder.toml"), config).expect("write config");
+
+    // The file names env, addr and db (relative to the file); one flag overrides it.
+    let mut child = coinorder(dir)
+        .args(["serve", "--config", "conf/coinorder.toml", "--payment-page-url", "https://pay.example/flag"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut server = ServeProcess { child };
+    let (line_tx, line_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = line_tx.send(line);
+    });
+    let line = line_rx.recv_timeout(TIMEOUT).unwrap_or_default();
+    let addr = line
+        .trim_end()
+        .strip_prefix("coinorder listening on http://")
+        .and_then(|rest| rest.strip_suffix(" (live)"))
+        .unwrap_or_else(|| panic!("unexpected listening line {line:?}; stderr: {}", server.stop_with_kill()))
+        .to_string();
+    let agent = agent();
+    let (status, body) = post_order(
+        &agent,
+        &addr,
+        key,
+        r#"{"currency":"USD","amount":4,"pay_currency":"USDT","title":"Blue mug","customer_email":"dan@customer.example"}"#,
+    );
+    assert_eq!(status, 201, "the key in conf/shop.db is accepted: {body}");
+    let order_id = body["data"]["order_id"].as_str().expect("order_id");
+    assert_eq!(body["payment_url"], json!(format!("https://pay.example/flag?id={order_id}")));
+    let order = run_json(dir, &["--db", "conf/shop.db", "orders", "show", "--env", "live", order_id]);
+    let ttl = order["invoice"]["expired_at_t"].as_i64().expect("expiry")
+        - chrono_ms(order["invoice"]["created_at"].as_str().expect("created_at"));
+    assert_eq!(ttl, 600_000, "invoice_ttl from the file: {order}");
+    // SMTP from the file.
+    let received = sink.wait_for(1, TIMEOUT);
+    assert_eq!(received.len(), 1, "no e-mail within {TIMEOUT:?}");
+    assert_eq!(received[0]["mail_from"], json!("shop@shop.example"));
+    assert_eq!(received[0]["rcpt_tos"], json!(["dan@customer.example"]));
+    assert_eq!(server.terminate().code(), Some(0));
+    sink.stop();
+
+    // The other commands read db and env from the same file.
+    let emails = run_json(dir, &["emails", "list", "--config", "conf/coinorder.toml"]);
+    assert_eq!(emails.as_array().map(Vec::len), Some(1), "{emails}");
+    assert_eq!(emails[0]["state"], json!("sent"));
+    assert_eq!(run_json(dir, &["emails", "list", "--config", "conf/coinorder.toml", "--env", "sandbox"]), json!([]));
+
+    // Unknown keys and bad values are errors naming the key; nothing starts.
+    std::fs::write(dir.join("bad.toml"), "[server]\nenv = \"live\"\nlisten = \"127.0.0.1:0\"\n").expect("write");
+    for args in [
+        &["serve", "--config", "bad.toml"][..],
+        &["webhooks", "list", "--config", "bad.toml"],
+        &["emails", "send", "--config", "bad.toml"],
+    ] {
+        let message = run_fails(dir, args);
+        assert!(message.contains("bad.toml") && message.contains("`server.listen`"), "{args:?}: {message}");
+    }
+    std::fs::write(dir.join("bad.toml"), "[webhooks]\ntimeout_secs = \"soon\"\n").expect("write");
+    let message = run_fails(dir, &["webhooks", "deliver", "--config", "bad.toml"]);
+    assert!(message.contains("timeout_secs"), "{message}");
+    let message = run_fails(dir, &["serve", "--config", "missing.toml", "--env", "sandbox"]);
+    assert!(message.contains("missing.toml"), "{message}");
+    // serve needs an environment from somewhere: a command-line error otherwise.
+    std::fs::write(dir.join("noenv.toml"), "[server]\naddr = \"127.0.0.1:0\"\n").expect("write");
+    let output = run(dir, &["serve", "--config", "noenv.toml"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--env"), "{}", stderr(&output));
+}
+
+/// Milliseconds of an ISO 8601 time printed by the CLI.
+fn chrono_ms(iso: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(iso).expect("ISO time").timestamp_millis()
+}
+
+#[test]
+fn help_documents_webhooks_emails_and_serve_settings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (args, words) in [
+        (&["--help"][..], &["webhooks", "emails", "--smtp-url"][..]),
+        (&["webhooks", "--help"], &["list", "redeliver", "deliver"]),
+        (&["webhooks", "list", "--help"], &["--order", "--limit", "--env", "--config", "attempt", "last error"]),
+        (&["webhooks", "deliver", "--help"], &["--limit", "--smtp-url", "--smtp-from", "--config"]),
+        (&["emails", "--help"], &["list", "send"]),
+        (&["emails", "list", "--help"], &["--order", "--limit", "--env"]),
+        (&["emails", "send", "--help"], &["--smtp-url", "--smtp-from", "--limit"]),
+        (&["keys", "rotate-secret", "--help"], &["webhook_secret", "once"]),
+        (
+            &["serve", "--help"],
+            &[
+                "--config",
+                "--smtp-url",
+                "smtps://",
+                "tls=required",
+                "--smtp-from",
+                "coinorder <noreply@localhost>",
+                "--webhook-timeout",
+                "--allow-private-webhooks",
+                "webhooks",
+                "e-mails",
+            ],
+        ),
+    ] {
+        let output = run(dir.path(), args);
+        assert!(output.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        for word in words {
+            assert!(text.contains(word), "{args:?} lacks {word}: {text}");
+        }
+    }
+}
+
+#[test]
+fn live_refuses_private_webhook_targets_unless_allowed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let receiver = Receiver::start();
+    let created =
+        run_json(dir, &["keys", "create", "--user-id", "2", "--env", "live", "--webhook-url", &receiver.url()]);
+    let key = created["key"].as_str().expect("key");
+    run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    let service =
+        coinorder::Service::open(dir.join("coinorder.db"), coinorder::Config::new(coinorder::Environment::Live))
+            .expect("open service");
+    let order_id = order_with_email(&service, key, "erin@customer.example");
+    let merchant = service.authenticate(Some(key)).expect("authenticate");
+    service.cancel_order(&merchant, &order_id).expect("cancel");
+    let event_id = service.order_events(&order_id).expect("events")[0].event_id.clone();
+
+    // 127.0.0.1 is refused in live: given up at once, nothing sent.
+    let report = run_json(dir, &["webhooks", "deliver", "--env", "live"]);
+    assert_eq!(report["webhooks"], json!({"attempted": 1, "delivered": 0, "retrying": 0, "failed": 1, "no_target": 0}));
+    assert!(receiver.hits().is_empty());
+    let listed = run_json(dir, &["webhooks", "list", "--env", "live", "--order", &order_id]);
+    assert_eq!(listed[0]["delivery"]["state"], json!("failed"), "{listed}");
+    let error = listed[0]["delivery"]["last_error"].as_str().expect("last_error");
+    assert!(error.contains("refused"), "{error}");
+
+    // Allowed by the flag: redelivered and received.
+    run_json(dir, &["webhooks", "redeliver", "--env", "live", &event_id]);
+    let report = run_json(dir, &["webhooks", "deliver", "--env", "live", "--allow-private-webhooks"]);
+    assert_eq!(report["webhooks"]["delivered"], json!(1), "{report}");
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].json()["type"], json!("order.cancelled"));
+    assert_signed(&hits[0], created["webhook_secret"].as_str().expect("secret"));
 }

@@ -4,6 +4,9 @@
 //! Every command works on one SQLite database (`--db`, `COINORDER_DB`, default
 //! `./coinorder.db`) and prints JSON on stdout; failures print `error: <message>` on
 //! stderr and exit with status 1 (2 for a malformed command line).
+//!
+//! `serve`, `webhooks` and `emails` also read a TOML settings file (`--config`, see
+//! `coinorder.example.toml`); flags given on the command line win over it.
 
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
@@ -11,19 +14,32 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use coinorder::money::{to_json_number, Decimal};
 use coinorder::{
-    Config, CreatedApiKey, Environment, Event, Merchant, NewApiKey, OrderWithInvoice, Payment, PaymentOutcome,
-    RateLimit, Server, Service, SimulateAction, Timestamp,
+    Config, CreatedApiKey, DeliveryReport, DeliveryState, Email, EmailReport, EmailState, Environment, Event,
+    EventDelivery, Merchant, NewApiKey, OrderWithInvoice, Payment, PaymentOutcome, RateLimit, Server, Service,
+    SimulateAction, SmtpConfig, Timestamp,
 };
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// How often `serve` moves orders whose quote ran out.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
+/// How often `serve` looks for due webhooks and e-mails.
+const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
+/// How many webhooks (and e-mails) `serve` sends per batch.
+const DELIVERY_BATCH: usize = 100;
+/// The sender of payment-link e-mails unless `--smtp-from` says otherwise.
+const DEFAULT_SMTP_FROM: &str = "coinorder <noreply@localhost>";
+const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+const DEFAULT_THREADS: u16 = 8;
+const DEFAULT_INVOICE_TTL: u64 = 1800;
+const MAX_INVOICE_TTL: u64 = 31_536_000;
+const MAX_WEBHOOK_TIMEOUT: u64 = 600;
 
 /// Crypto-payment order service: API keys, rates, orders, sandbox simulation and a local
 /// HTTP server for `/v1/orders` and the hosted payment page.
@@ -36,6 +52,11 @@ const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
   coinorder serve --env sandbox --addr 127.0.0.1:8080
   coinorder sandbox pay 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11 --unconfirmed
   coinorder sandbox confirm sandbox_tx_0123456789abcdef0123456789abcdef
+  coinorder serve --env sandbox --smtp-url smtp://127.0.0.1:2525
+  coinorder serve --config /etc/coinorder.toml
+  coinorder webhooks list --order 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11
+  coinorder webhooks deliver --config /etc/coinorder.toml
+  coinorder emails list --env live --limit 10
   COINORDER_DB=/var/lib/coinorder/orders.db coinorder serve --env live")]
 struct Cli {
     /// SQLite database file; created (with its `<PATH>.key` secret file) if missing.
@@ -65,7 +86,12 @@ enum Command {
     ///
     /// While serving, a background worker checks every second for invoices whose quote
     /// ran out: NEW orders become EXPIRED, PENDING orders whose confirmed payments fall
-    /// short (with none awaiting confirmation) become FAILED. It stops on shutdown.
+    /// short (with none awaiting confirmation) become FAILED. Another sends due webhooks
+    /// (order events, signed per Standard Webhooks, retried on failure) and payment-link
+    /// e-mails (with --smtp-url; without it they stay pending) every second, up to 100 at
+    /// a time, at once again while more are due. Both stop on shutdown.
+    ///
+    /// Settings come from flags, else from the --config file, else the defaults shown.
     Serve(ServeArgs),
     /// Manage the exchange-rate table used to quote orders (fiat units per one coin).
     ///
@@ -84,6 +110,126 @@ enum Command {
     /// Inspect and settle orders by hand, as the host (any merchant's orders).
     #[command(subcommand)]
     Orders(OrdersCommand),
+    /// Inspect webhook deliveries of order events, redeliver one, or deliver what is due.
+    ///
+    /// Every state change of an order is an event, sent as a signed webhook to the
+    /// order's `webhook_url`, else its key's. `serve` delivers them in the background;
+    /// these commands work on the database directly (also while `serve` runs).
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
+    /// Inspect payment-link e-mails (written for orders with `customer_email`) and send
+    /// the due ones, e.g. from cron on a host that runs no `serve`.
+    #[command(subcommand)]
+    Emails(EmailsCommand),
+}
+
+/// Which environment's data a command works on, and the settings file.
+#[derive(Debug, Args)]
+struct Scope {
+    /// The environment: sandbox or live. Default: `env` in the [server] section of
+    /// --config, else sandbox.
+    #[arg(long, value_name = "ENV")]
+    env: Option<EnvArg>,
+    /// TOML settings file (see coinorder.example.toml); flags win over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// How webhooks and e-mails are sent (`serve`, `webhooks deliver`, `emails send`).
+#[derive(Debug, Args)]
+struct SendArgs {
+    /// SMTP server for payment-link e-mails: `smtp://HOST:PORT` (plain),
+    /// `smtp://HOST:PORT?tls=opportunistic` (STARTTLS when offered),
+    /// `smtp://HOST:PORT?tls=required` (STARTTLS required) or `smtps://HOST:PORT` (TLS
+    /// from the start); credentials as `smtp://USER:PASSWORD@HOST:PORT` (percent-encoded).
+    /// The password is never printed. Without it (and without [smtp] url in --config)
+    /// e-mails stay pending.
+    #[arg(long, value_name = "URL")]
+    smtp_url: Option<String>,
+    /// Sender of payment-link e-mails. Default: `coinorder <noreply@localhost>`.
+    #[arg(long, value_name = "ADDRESS")]
+    smtp_from: Option<String>,
+    /// How long one webhook attempt (or SMTP exchange) may take, in seconds. Default 15.
+    #[arg(long, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_WEBHOOK_TIMEOUT))]
+    webhook_timeout: Option<u64>,
+    /// Let live send webhooks to loopback, private and link-local addresses (refused by
+    /// default; the sandbox always allows them).
+    #[arg(long)]
+    allow_private_webhooks: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum WebhooksCommand {
+    /// List events with their delivery: state (pending, delivered, failed, no_target),
+    /// attempts, next attempt, last error, every attempt logged (time, URL, status,
+    /// latency, start of the response) and the exact payload. Secrets are never shown.
+    ///
+    /// Without --order: the events of the orders with the most recent events.
+    List {
+        #[command(flatten)]
+        scope: Scope,
+        /// Only this order's events (`order_id`), by sequence.
+        #[arg(long, value_name = "ID")]
+        order: Option<String>,
+        /// How many orders' events to list (without --order).
+        #[arg(long, value_name = "N", default_value_t = 20,
+              value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+    },
+    /// Queue an event for delivery again, due now, with a fresh retry schedule (same
+    /// `webhook-id` and body), and print it. `serve` sends it within a second; without
+    /// `serve`, run `webhooks deliver`.
+    Redeliver {
+        #[command(flatten)]
+        scope: Scope,
+        /// The event's id (`msg_...`), as shown by `webhooks list`.
+        event_id: String,
+    },
+    /// Send the due webhooks and payment-link e-mails once, and print what happened
+    /// (`webhooks`: attempted, delivered, retrying, failed, no_target; `emails`:
+    /// attempted, sent, retrying, failed). Failures are retried on schedule by the next
+    /// run.
+    Deliver {
+        #[command(flatten)]
+        scope: Scope,
+        #[command(flatten)]
+        send: SendArgs,
+        /// Most webhooks, and most e-mails, to send in this run.
+        #[arg(long, value_name = "N", default_value_t = 100,
+              value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        limit: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum EmailsCommand {
+    /// List payment-link e-mails, newest first: recipient, subject, bodies, state
+    /// (pending, sent, failed), attempts, next attempt and last error.
+    List {
+        #[command(flatten)]
+        scope: Scope,
+        /// Only this order's e-mail (`order_id`).
+        #[arg(long, value_name = "ID")]
+        order: Option<String>,
+        /// Most e-mails to list.
+        #[arg(long, value_name = "N", default_value_t = 50,
+              value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+    },
+    /// Send the due payment-link e-mails once over SMTP (--smtp-url or [smtp] url in
+    /// --config) and print what happened. Failures are retried on schedule by the next
+    /// run.
+    Send {
+        #[command(flatten)]
+        scope: Scope,
+        #[command(flatten)]
+        send: SendArgs,
+        /// Most e-mails to send in this run.
+        #[arg(long, value_name = "N", default_value_t = 100,
+              value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        limit: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -243,7 +389,10 @@ enum KeysCommand {
         id: String,
     },
     /// Replace the key's webhook signing secret and print the key with the new
-    /// `webhook_secret`.
+    /// `webhook_secret` (shown this once; update the merchant's receiver with it).
+    ///
+    /// Webhooks sent from now on are signed with the new secret, also retries of
+    /// earlier events.
     RotateSecret {
         /// The key's id (`key_...`), as shown by `keys list`.
         id: String,
@@ -252,12 +401,19 @@ enum KeysCommand {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// The environment served; only keys of this environment are accepted.
+    /// The environment served: sandbox or live; only keys of this environment are
+    /// accepted. Required here or as `env` in the [server] section of --config.
     #[arg(long, value_name = "ENV")]
-    env: EnvArg,
+    env: Option<EnvArg>,
+    /// TOML settings file (see coinorder.example.toml): the settings of these flags in
+    /// [server], [webhooks] and [smtp] sections. Flags win over it; unknown keys are an
+    /// error.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port (printed in the listening line).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
-    addr: String,
+    /// Default: 127.0.0.1:8080.
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<String>,
     /// Base URL of the hosted payment page; `payment_url` is this plus `?id=<order_id>`.
     /// Default: `http://<listening address>/pay`.
     #[arg(long, value_name = "URL")]
@@ -268,19 +424,21 @@ struct ServeArgs {
     /// Largest burst of requests allowed per API key. Default: the --rate-limit value.
     #[arg(long, value_name = "N")]
     rate_burst: Option<u32>,
-    /// Worker threads answering requests concurrently.
-    #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
-    threads: u16,
+    /// Worker threads answering requests concurrently. Default 8.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
     /// How long a new invoice's quote stays valid, in seconds; after that the order
-    /// expires (checked every second while serving).
-    #[arg(long, value_name = "SECONDS", default_value_t = 1800,
-          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
-    invoice_ttl: u64,
+    /// expires (checked every second while serving). Default 1800.
+    #[arg(long, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_INVOICE_TTL))]
+    invoice_ttl: Option<u64>,
+    #[command(flatten)]
+    send: SendArgs,
 }
 
-/// `sandbox` or `live` on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// `sandbox` or `live` on the command line and in the settings file.
+#[derive(Debug, Clone, Copy, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum EnvArg {
     /// Test environment: no real money, `test_` keys.
     Sandbox,
@@ -301,8 +459,11 @@ impl From<EnvArg> for Environment {
 type CliResult<T> = Result<T, String>;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let matches = Cli::command().get_matches();
+    // `db` in a settings file applies only when neither --db nor COINORDER_DB was given.
+    let db_given = matches!(matches.value_source("db"), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match run(cli, db_given) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
@@ -311,13 +472,180 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> CliResult<()> {
+fn run(cli: Cli, db_given: bool) -> CliResult<()> {
+    let db = DbPath { path: cli.db, given: db_given };
     match cli.command {
-        Command::Keys(command) => keys(&cli.db, command),
-        Command::Serve(args) => serve(&cli.db, args),
-        Command::Rates(command) => rates(&cli.db, command),
-        Command::Sandbox(command) => sandbox(&cli.db, command),
-        Command::Orders(command) => orders(&cli.db, command),
+        Command::Keys(command) => keys(&db.path, command),
+        Command::Serve(args) => serve(&db, args),
+        Command::Rates(command) => rates(&db.path, command),
+        Command::Sandbox(command) => sandbox(&db.path, command),
+        Command::Orders(command) => orders(&db.path, command),
+        Command::Webhooks(command) => webhooks(&db, command),
+        Command::Emails(command) => emails(&db, command),
+    }
+}
+
+/// The `--db` value, and whether it was given (flag or `COINORDER_DB`) rather than the
+/// default.
+struct DbPath {
+    path: PathBuf,
+    given: bool,
+}
+
+impl DbPath {
+    /// The database to open: --db / COINORDER_DB, else `db` from the settings file,
+    /// else the default.
+    fn resolve(&self, file: &FileConfig) -> PathBuf {
+        match &file.db {
+            Some(path) if !self.given => path.clone(),
+            _ => self.path.clone(),
+        }
+    }
+}
+
+// ----- The settings file (--config) -----
+
+/// The `--config` TOML file; every setting is optional. See `coinorder.example.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    /// Database file; relative paths are relative to the settings file's directory.
+    db: Option<PathBuf>,
+    #[serde(default)]
+    server: ServerSection,
+    #[serde(default)]
+    webhooks: WebhooksSection,
+    #[serde(default)]
+    smtp: SmtpSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerSection {
+    env: Option<EnvArg>,
+    addr: Option<String>,
+    payment_page_url: Option<String>,
+    invoice_ttl: Option<u64>,
+    rate_limit: Option<u32>,
+    rate_burst: Option<u32>,
+    threads: Option<u16>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhooksSection {
+    timeout_secs: Option<u64>,
+    allow_private: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SmtpSection {
+    url: Option<String>,
+    from: Option<String>,
+}
+
+/// Every key the settings file may have, by section ("" for the top level).
+const KNOWN_KEYS: &[(&str, &[&str])] = &[
+    ("", &["db", "server", "webhooks", "smtp"]),
+    ("server", &["env", "addr", "payment_page_url", "invoice_ttl", "rate_limit", "rate_burst", "threads"]),
+    ("webhooks", &["timeout_secs", "allow_private"]),
+    ("smtp", &["url", "from"]),
+];
+
+/// Reads the settings file, or the empty settings without one.
+fn load_config(path: Option<&Path>) -> CliResult<FileConfig> {
+    let Some(path) = path else { return Ok(FileConfig::default()) };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read the config file {}: {e}", path.display()))?;
+    let mut file = parse_config(&text).map_err(|e| format!("config file {}: {e}", path.display()))?;
+    if let Some(db) = &file.db {
+        if db.is_relative() {
+            let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            file.db = Some(base.join(db));
+        }
+    }
+    Ok(file)
+}
+
+/// Parses and checks settings-file text: unknown keys and out-of-range values are errors
+/// naming the key.
+fn parse_config(text: &str) -> Result<FileConfig, String> {
+    // Unknown keys first, by their full name (`server.bogus`); toml's own message below
+    // names the key too, but not its section.
+    let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    for (key, value) in &table {
+        let known = KNOWN_KEYS.iter().find(|(section, _)| section.is_empty()).map_or(&[][..], |(_, keys)| *keys);
+        if !known.contains(&key.as_str()) {
+            return Err(format!("unknown key `{key}` (known: {})", known.join(", ")));
+        }
+        if let Some((_, keys)) = KNOWN_KEYS.iter().find(|(section, _)| *section == key) {
+            let section = value.as_table().ok_or_else(|| format!("`{key}` must be a section: [{key}]"))?;
+            if let Some(unknown) = section.keys().find(|k| !keys.contains(&k.as_str())) {
+                return Err(format!("unknown key `{key}.{unknown}` (known in [{key}]: {})", keys.join(", ")));
+            }
+        }
+    }
+    let file: FileConfig = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    if let Some(ttl) = file.server.invoice_ttl {
+        if !(1..=MAX_INVOICE_TTL).contains(&ttl) {
+            return Err(format!("server.invoice_ttl must be 1 to {MAX_INVOICE_TTL} seconds, got {ttl}"));
+        }
+    }
+    if let Some(threads) = file.server.threads {
+        if !(1..=1024).contains(&threads) {
+            return Err(format!("server.threads must be 1 to 1024, got {threads}"));
+        }
+    }
+    if let Some(timeout) = file.webhooks.timeout_secs {
+        if !(1..=MAX_WEBHOOK_TIMEOUT).contains(&timeout) {
+            return Err(format!("webhooks.timeout_secs must be 1 to {MAX_WEBHOOK_TIMEOUT} seconds, got {timeout}"));
+        }
+    }
+    Ok(file)
+}
+
+/// The environment a `webhooks`/`emails` command works on: --env, else the file's, else
+/// sandbox.
+fn scope_environment(scope: &Scope, file: &FileConfig) -> Environment {
+    scope.env.or(file.server.env).map_or(Environment::Sandbox, Environment::from)
+}
+
+/// Applies webhook and SMTP settings (flags over the file) to `config`.
+fn apply_send_settings(config: &mut Config, send: &SendArgs, file: &FileConfig) -> CliResult<()> {
+    if let Some(seconds) = send.webhook_timeout.or(file.webhooks.timeout_secs) {
+        config.webhook_timeout = Duration::from_secs(seconds);
+    }
+    config.allow_private_webhook_targets = send.allow_private_webhooks || file.webhooks.allow_private == Some(true);
+    let from = send.smtp_from.clone().or_else(|| file.smtp.from.clone()).unwrap_or_else(|| DEFAULT_SMTP_FROM.into());
+    if let Some(url) = send.smtp_url.clone().or_else(|| file.smtp.url.clone()) {
+        let smtp = SmtpConfig { url, from };
+        smtp.check().map_err(|e| format!("--smtp-url {}: {e}", redact_url(&smtp.url)))?;
+        config.smtp = Some(smtp);
+    } else if from.parse::<lettre::message::Mailbox>().is_err() {
+        return Err(format!("smtp from: {from:?} is not an e-mail address (e.g. `Shop <pay@shop.example>`)"));
+    }
+    Ok(())
+}
+
+/// Refuses an SMTP URL the mailer could not use, without echoing a password.
+#[cfg(test)]
+fn check_smtp_url(url: &str) -> CliResult<()> {
+    SmtpConfig { url: url.to_string(), from: DEFAULT_SMTP_FROM.into() }
+        .check()
+        .map_err(|e| format!("--smtp-url {}: {e}", redact_url(url)))
+}
+
+/// The URL with its password replaced by `***`, for messages.
+fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(unparsable URL)".to_string(),
     }
 }
 
@@ -383,26 +711,48 @@ fn print_json(value: &Value) -> CliResult<()> {
     writeln!(stdout, "{text}").and_then(|()| stdout.flush()).map_err(|e| format!("cannot write to stdout: {e}"))
 }
 
-fn serve(db: &Path, args: ServeArgs) -> CliResult<()> {
-    let environment = Environment::from(args.env);
+fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
+    let file = load_config(args.config.as_deref())?;
+    let Some(env) = args.env.or(file.server.env) else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "serve needs the environment: --env sandbox|live (or `env` in the [server] section of --config)",
+            )
+            .exit()
+    };
+    let environment = Environment::from(env);
+    let db = db.resolve(&file);
+    let settings = &file.server;
+    let addr = args.addr.or_else(|| settings.addr.clone()).unwrap_or_else(|| DEFAULT_ADDR.to_string());
+    let threads = args.threads.or(settings.threads).unwrap_or(DEFAULT_THREADS);
     // Bind first: the payment page URL defaults to this very server, whose port is only
     // known once bound (`--addr 127.0.0.1:0`).
-    let listener = bind(&args.addr)?;
+    let listener = bind(&addr)?;
     let addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
 
     let mut config = Config::new(environment);
-    config.invoice_ttl = Duration::from_secs(args.invoice_ttl);
-    config.payment_page_url = args.payment_page_url.unwrap_or_else(|| format!("http://{}/pay", reachable(addr)));
-    if let Some(per_second) = args.rate_limit {
+    config.invoice_ttl = Duration::from_secs(args.invoice_ttl.or(settings.invoice_ttl).unwrap_or(DEFAULT_INVOICE_TTL));
+    config.payment_page_url = args
+        .payment_page_url
+        .or_else(|| settings.payment_page_url.clone())
+        .unwrap_or_else(|| format!("http://{}/pay", reachable(addr)));
+    let rate_burst = args.rate_burst.or(settings.rate_burst);
+    if let Some(per_second) = args.rate_limit.or(settings.rate_limit) {
         config.rate_limit = if per_second == 0 {
             RateLimit::OFF
         } else {
-            RateLimit { per_second, burst: args.rate_burst.unwrap_or(per_second) }
+            RateLimit { per_second, burst: rate_burst.unwrap_or(per_second) }
         };
-    } else if let Some(burst) = args.rate_burst {
+    } else if let Some(burst) = rate_burst {
         config.rate_limit.burst = burst;
     }
-    let service = Arc::new(open(db, config)?);
+    apply_send_settings(&mut config, &args.send, &file)?;
+    let mail_note = match &config.smtp {
+        Some(smtp) => format!("sending payment-link e-mails through {} as {}", redact_url(&smtp.url), smtp.from),
+        None => "no SMTP server configured (--smtp-url): payment-link e-mails stay pending".to_string(),
+    };
+    let service = Arc::new(open(&db, config)?);
 
     // Install the signal handler before announcing the address, so that a SIGTERM sent
     // as soon as the line is read already means "shut down cleanly".
@@ -421,21 +771,179 @@ fn serve(db: &Path, args: ServeArgs) -> CliResult<()> {
 
     let mut expiry =
         service.start_expiry_worker(EXPIRY_INTERVAL).map_err(|e| format!("cannot start the expiry worker: {e}"))?;
+    let mut delivery = service
+        .start_delivery_worker(DELIVERY_INTERVAL, DELIVERY_BATCH)
+        .map_err(|e| format!("cannot start the delivery worker: {e}"))?;
     let server = Server::from_listener(service, listener).map_err(|e| e.to_string())?;
-    let handle = server.spawn(usize::from(args.threads));
+    let handle = server.spawn(usize::from(threads));
 
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "coinorder listening on http://{addr} ({environment})")
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("cannot write to stdout: {e}"))?;
     drop(stdout);
+    eprintln!("coinorder: {mail_note}");
 
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
     eprintln!("coinorder: shutting down (waiting up to 10 s for requests in flight)");
     handle.shutdown();
     expiry.stop();
+    delivery.stop();
+    for worker in [&expiry, &delivery] {
+        if let Some(error) = worker.last_error() {
+            eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
+        }
+    }
     Ok(())
+}
+
+// ----- webhooks and emails -----
+
+fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
+    let scope = match &command {
+        WebhooksCommand::List { scope, .. }
+        | WebhooksCommand::Redeliver { scope, .. }
+        | WebhooksCommand::Deliver { scope, .. } => scope,
+    };
+    let file = load_config(scope.config.as_deref())?;
+    let mut config = Config::new(scope_environment(scope, &file));
+    if let WebhooksCommand::Deliver { send, .. } = &command {
+        apply_send_settings(&mut config, send, &file)?;
+    }
+    let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
+    let service = open(&db.resolve(&file), config)?;
+    let output = match command {
+        WebhooksCommand::List { order: Some(order_id), .. } => {
+            Value::Array(service.event_deliveries(&order_id).map_err(fail)?.iter().map(delivery_json).collect())
+        }
+        WebhooksCommand::List { order: None, limit, .. } => Value::Array(
+            service.recent_event_deliveries(count(limit)).map_err(fail)?.iter().map(delivery_json).collect(),
+        ),
+        WebhooksCommand::Redeliver { event_id, .. } => {
+            service.redeliver(&event_id).map_err(fail)?;
+            let event = service.event(&event_id).map_err(fail)?;
+            let deliveries = service.event_deliveries(&event.order_id).map_err(fail)?;
+            let delivery = deliveries
+                .iter()
+                .find(|d| d.event.event_id == event_id)
+                .ok_or_else(|| format!("event {event_id} vanished while being queued"))?;
+            delivery_json(delivery)
+        }
+        WebhooksCommand::Deliver { limit, .. } => {
+            let webhooks = service.deliver_due(count(limit)).map_err(fail)?;
+            let emails = service.send_due_emails(count(limit)).map_err(fail)?;
+            json!({ "webhooks": delivery_report_json(&webhooks), "emails": email_report_json(&emails, smtp) })
+        }
+    };
+    print_json(&output)
+}
+
+fn emails(db: &DbPath, command: EmailsCommand) -> CliResult<()> {
+    let scope = match &command {
+        EmailsCommand::List { scope, .. } | EmailsCommand::Send { scope, .. } => scope,
+    };
+    let file = load_config(scope.config.as_deref())?;
+    let mut config = Config::new(scope_environment(scope, &file));
+    if let EmailsCommand::Send { send, .. } = &command {
+        apply_send_settings(&mut config, send, &file)?;
+        if config.smtp.is_none() {
+            return Err(
+                "no SMTP server configured: pass --smtp-url, or set url in the [smtp] section of --config".to_string()
+            );
+        }
+    }
+    let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
+    let service = open(&db.resolve(&file), config)?;
+    let output = match command {
+        EmailsCommand::List { order, limit, .. } => {
+            if let Some(order_id) = &order {
+                service.order(order_id).map_err(fail)?;
+            }
+            Value::Array(service.emails(order.as_deref(), count(limit)).map_err(fail)?.iter().map(email_json).collect())
+        }
+        EmailsCommand::Send { limit, .. } => {
+            email_report_json(&service.send_due_emails(count(limit)).map_err(fail)?, smtp)
+        }
+    };
+    print_json(&output)
+}
+
+/// A `--limit` as a count (the parser bounds it far below `usize::MAX`).
+fn count(limit: u64) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
+/// An event with its delivery state and attempt log. The payload is the exact body
+/// sent; nothing here is secret (signatures and keys are never stored in the log).
+fn delivery_json(delivery: &EventDelivery) -> Value {
+    let mut value = event_json(&delivery.event);
+    value["order_id"] = Value::from(delivery.event.order_id.as_str());
+    let log: Vec<Value> = delivery
+        .log
+        .iter()
+        .map(|attempt| {
+            json!({
+                "attempt": attempt.attempt,
+                "url": attempt.url,
+                "started_at": attempt.started_at.to_iso(),
+                "status": attempt.status,
+                "latency_ms": attempt.latency_ms,
+                "response_excerpt": attempt.response_excerpt,
+                "error": attempt.error,
+            })
+        })
+        .collect();
+    value["delivery"] = json!({
+        "state": delivery.state.as_str(),
+        "attempts": delivery.attempts,
+        "next_attempt_at": (delivery.state == DeliveryState::Pending).then(|| delivery.next_attempt_at.to_iso()),
+        "delivered_at": delivery.delivered_at.map(Timestamp::to_iso),
+        "last_error": delivery.last_error,
+        "log": log,
+    });
+    value["payload"] =
+        serde_json::from_str(&delivery.event.payload).unwrap_or_else(|_| Value::from(delivery.event.payload.as_str()));
+    value
+}
+
+fn email_json(email: &Email) -> Value {
+    json!({
+        "email_id": email.email_id,
+        "order_id": email.order_id,
+        "recipient": email.recipient,
+        "subject": email.subject,
+        "state": email.state.as_str(),
+        "attempts": email.attempts,
+        "next_attempt_at": (email.state == EmailState::Pending).then(|| email.next_attempt_at.to_iso()),
+        "last_error": email.last_error,
+        "sent_at": email.sent_at.map(Timestamp::to_iso),
+        "created_at": email.created_at.to_iso(),
+        "text_body": email.text_body,
+        "html_body": email.html_body,
+    })
+}
+
+fn delivery_report_json(report: &DeliveryReport) -> Value {
+    json!({
+        "attempted": report.attempted,
+        "delivered": report.delivered,
+        "retrying": report.retrying,
+        "failed": report.failed,
+        "no_target": report.no_target,
+    })
+}
+
+/// What an e-mail run did, and the SMTP server used (password hidden; `null`: none
+/// configured, nothing sent).
+fn email_report_json(report: &EmailReport, smtp: Option<String>) -> Value {
+    json!({
+        "attempted": report.attempted,
+        "sent": report.sent,
+        "retrying": report.retrying,
+        "failed": report.failed,
+        "smtp": smtp,
+    })
 }
 
 /// Parses an exchange rate exactly (no binary float on the way).
@@ -659,6 +1167,63 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_example_settings_file_is_valid_and_complete() {
+        let text = include_str!("../../coinorder.example.toml");
+        let file = parse_config(text).expect("coinorder.example.toml parses");
+        assert_eq!(file.db, Some(PathBuf::from("coinorder.db")));
+        assert!(matches!(file.server.env, Some(EnvArg::Sandbox)));
+        assert_eq!(file.server.addr.as_deref(), Some(DEFAULT_ADDR));
+        assert_eq!(file.server.invoice_ttl, Some(DEFAULT_INVOICE_TTL));
+        assert_eq!(file.server.threads, Some(DEFAULT_THREADS));
+        assert_eq!(file.webhooks.timeout_secs, Some(15));
+        assert_eq!(file.smtp.from.as_deref(), Some(DEFAULT_SMTP_FROM));
+        // Every known key is documented in the example (set or commented out).
+        for (section, keys) in KNOWN_KEYS {
+            if !section.is_empty() {
+                assert!(text.contains(&format!("[{section}]")), "[{section}] missing");
+            }
+            for key in *keys {
+                assert!(text.contains(&format!("{key} =")) || text.contains(&format!("[{key}]")), "{key} undocumented");
+            }
+        }
+    }
+
+    #[test]
+    fn settings_file_errors_name_the_key() {
+        for (text, named) in [
+            ("bogus = 1", "`bogus`"),
+            ("[server]\nport = 80", "`server.port`"),
+            ("[smtp]\nurl = \"smtp://x\"\npassword = \"p\"", "`smtp.password`"),
+            ("[webhooks]\ntimeout_secs = 0", "webhooks.timeout_secs"),
+            ("[server]\ninvoice_ttl = 0", "server.invoice_ttl"),
+            ("[server]\nthreads = 0", "server.threads"),
+            ("[server]\ninvoice_ttl = \"30m\"", "invoice_ttl"),
+            ("[server]\nenv = \"staging\"", "staging"),
+            ("[[server]]\nenv = \"live\"", "server"),
+        ] {
+            let error = parse_config(text).expect_err(text);
+            assert!(error.contains(named), "{text:?}: {error}");
+        }
+        let file = parse_config("").expect("empty file");
+        assert!(file.db.is_none() && file.server.env.is_none() && file.smtp.url.is_none());
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("smtp://user:s3cret@mail.example:587?tls=required"),
+            "smtp://user:***@mail.example:587?tls=required"
+        );
+        assert_eq!(redact_url("smtp://127.0.0.1:2525"), "smtp://127.0.0.1:2525");
+        assert!(!redact_url("smtps://u:p%40ss@h").contains("p%40ss"));
+        let error = check_smtp_url("smtp://user:s3cret@mail.example:587?tls=maybe").expect_err("bad tls");
+        assert!(!error.contains("s3cret"), "{error}");
+        let error = check_smtp_url("smtp://user:s3cret@[bad").expect_err("bad URL");
+        assert!(!error.contains("s3cret"), "{error}");
+        check_smtp_url("smtps://user:s3cret@mail.example").expect("smtps");
     }
 
     #[test]

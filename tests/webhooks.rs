@@ -1,0 +1,510 @@
+//! Webhook acceptance tests (issue 4, DESIGN §7) against a real local HTTP receiver:
+//! signatures (our verifier and the public `standardwebhooks` Python package), the exact
+//! body bytes, target resolution, redelivery, per-order ordering, secret rotation, live
+//! mode's refusal of private targets, leases across two services, and secrets kept out
+//! of Debug output. Failures and the retry schedule are in `webhooks_retry.rs`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use coinorder::signature::VerifyError;
+use coinorder::{DeliveryState, Environment, EventType, NewApiKey, Service, SimulateAction, SmtpConfig};
+use serde_json::Value;
+use support::*;
+
+/// Runs `deliver_due` until every event of `order_ids` is delivered (bounded rounds).
+fn deliver_all(env: &Env, order_ids: &[&str]) {
+    for _ in 0..10 {
+        env.deliver();
+        let pending =
+            order_ids.iter().flat_map(|id| env.deliveries(id)).filter(|d| d.state != DeliveryState::Delivered).count();
+        if pending == 0 {
+            return;
+        }
+    }
+    let states: Vec<_> =
+        order_ids.iter().flat_map(|id| env.deliveries(id)).map(|d| (d.event.event_id, d.state, d.last_error)).collect();
+    panic!("not everything delivered after 10 rounds: {states:?}");
+}
+
+// ----- Signatures, headers, body -----
+
+#[test]
+fn every_request_verifies_with_ours_and_the_standardwebhooks_package_and_carries_the_stored_payload() {
+    let rx = Receiver::start();
+    let env = real(|_| {});
+    let url = rx.url_with_path("/hooks/coinorder?shop=1");
+
+    // order.pending then order.paid; order.paid at once; order.cancelled.
+    let a = env.order(Some(&url));
+    assert_eq!(env.pay(&a, "4").len(), 1);
+    assert_eq!(env.pay(&a, "6").len(), 1);
+    let (b, _) = env.paid_order(Some(&url));
+    let c = env.order(Some(&url));
+    env.svc.cancel_order(&env.merchant, &c).expect("cancel");
+    let events: Vec<_> = [&a, &b, &c].iter().flat_map(|id| env.svc.order_events(id).expect("events")).collect();
+    assert_eq!(events.len(), 4);
+
+    deliver_all(&env, &[&a, &b, &c]);
+    let requests = rx.wait_for(4, WAIT);
+    assert_eq!(requests.len(), 4, "one request per event: {requests:?}");
+
+    let secret = env.secret();
+    assert!(secret.starts_with("whsec_"), "secret shape");
+    assert_eq!(secret, env.key.webhook_secret.expose(), "key_webhook_secret is the secret given at creation");
+    let other_secret = env
+        .svc
+        .create_key(NewApiKey { user_id: 8, environment: Environment::Sandbox, webhook_url: None })
+        .expect("second key")
+        .webhook_secret
+        .expose()
+        .to_string();
+    assert_ne!(secret, other_secret);
+
+    let mut seen = BTreeSet::new();
+    for request in &requests {
+        assert_eq!(request.method, "POST");
+        assert_eq!(request.target, "/hooks/coinorder?shop=1", "path and query are kept");
+        let content_type = request.header("content-type").expect("content-type");
+        assert!(content_type.starts_with("application/json"), "content-type {content_type}");
+
+        // webhook-id is the event id; the body is the stored payload, byte for byte.
+        let id = request.webhook_id();
+        assert!(id.starts_with("msg_"), "webhook-id {id}");
+        let event = env.svc.event(id).expect("webhook-id names a stored event");
+        assert_eq!(request.body, event.payload.as_bytes(), "body of {id} is not the stored payload");
+        let body: Value = serde_json::from_slice(&request.body).expect("JSON body");
+        assert_eq!(body["type"], event.event_type.as_str());
+        assert_eq!(body["data"]["sequence"].to_string(), event.sequence.to_string());
+        assert_eq!(body["data"]["order"]["order_id"], event.order_id.as_str());
+        assert!(seen.insert(id.to_string()), "{id} delivered twice");
+
+        // Headers: Unix seconds close to now, one v1 signature.
+        let timestamp: i64 = request.header("webhook-timestamp").expect("webhook-timestamp").parse().expect("int");
+        assert!((timestamp - env.now_secs()).abs() <= 10, "webhook-timestamp {timestamp} is not now");
+        let signature = request.header("webhook-signature").expect("webhook-signature");
+        assert!(signature.starts_with("v1,") && signature.len() == 3 + 44, "signature header {signature}");
+
+        // Our verifier and the public package accept it...
+        assert_eq!(our_verify(&secret, request, env.now_secs()), Ok(()), "our verifier on {id}");
+        python_verify(&secret, request).unwrap_or_else(|e| panic!("standardwebhooks rejected {id}: {e}"));
+
+        // ...and both reject a wrong secret or a changed body (the checks are not vacuous).
+        assert_eq!(our_verify(&other_secret, request, env.now_secs()), Err(VerifyError::NoMatch));
+        assert!(python_verify(&other_secret, request).is_err(), "python accepted a wrong secret");
+        let mut tampered = request.body.clone();
+        let last = tampered.len() - 2;
+        tampered[last] = b' ';
+        assert!(python_verify_parts(&secret, &request.headers, &tampered).is_err(), "python accepted a changed body");
+        let changed = coinorder::signature::verify(
+            &secret,
+            request.header("webhook-id"),
+            request.header("webhook-timestamp"),
+            request.header("webhook-signature"),
+            &tampered,
+            env.now_secs(),
+        );
+        assert_eq!(changed, Err(VerifyError::NoMatch));
+    }
+    let expected: BTreeSet<String> = events.iter().map(|e| e.event_id.clone()).collect();
+    assert_eq!(seen, expected, "every event delivered exactly once");
+    for event in &events {
+        let d = env.delivery(event);
+        assert_eq!(d.state, DeliveryState::Delivered);
+        assert!(d.delivered_at.is_some());
+        assert_eq!(d.log.len(), 1);
+        assert_eq!(d.log[0].status, Some(200));
+        assert_eq!(d.log[0].url, url);
+    }
+}
+
+#[test]
+fn deliveries_reuse_a_kept_alive_connection() {
+    let rx = Receiver::start();
+    let env = manual(|_| {});
+    for _ in 0..5 {
+        env.paid_order(Some(&rx.url()));
+        assert_eq!(env.deliver().delivered, 1);
+    }
+    assert_eq!(rx.count(), 5);
+    assert_eq!(rx.connections(), 1, "one keep-alive agent: five deliveries in a row over one connection");
+}
+
+// ----- Target resolution -----
+
+#[test]
+fn the_orders_webhook_url_wins_over_the_keys() {
+    let on_order = Receiver::start();
+    let on_key = Receiver::start();
+    let env = manual(|_| {});
+    env.svc.set_key_webhook_url(env.key_id(), Some(&on_key.url())).expect("set key url");
+    let (_, event) = env.paid_order(Some(&on_order.url()));
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.delivered), (1, 1), "{report:?}");
+    assert_eq!(on_order.count(), 1);
+    assert_eq!(on_order.requests()[0].webhook_id(), event.event_id);
+    assert_eq!(on_key.count(), 0, "the key's URL must not be used when the order has one");
+}
+
+#[test]
+fn the_keys_webhook_url_is_read_at_dispatch_time() {
+    let old = Receiver::start();
+    let new = Receiver::start();
+    let env = manual(|_| {});
+
+    // Key without URL when the event is written; the URL is set afterwards.
+    let (first_order, first) = env.paid_order(None);
+    env.svc.set_key_webhook_url(env.key_id(), Some(&old.url())).expect("set key url");
+    let (second_order, second) = env.paid_order(None);
+    // Changed again after both events were written: the URL at dispatch counts.
+    env.svc.set_key_webhook_url(env.key_id(), Some(&new.url())).expect("change key url");
+
+    deliver_all(&env, &[&first_order, &second_order]);
+    let ids: BTreeSet<String> = new.wait_for(2, WAIT).iter().map(|r| r.webhook_id().to_string()).collect();
+    assert_eq!(ids, BTreeSet::from([first.event_id.clone(), second.event_id.clone()]));
+    assert_eq!(old.count(), 0, "the key's URL at event time must not be used");
+    assert_eq!(env.delivery(&first).log[0].url, new.url());
+}
+
+#[test]
+fn no_url_anywhere_is_no_target_until_one_is_set_and_the_event_redelivered() {
+    let env = manual(|_| {});
+    let (_, event) = env.paid_order(None);
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.no_target, report.delivered), (1, 1, 0), "{report:?}");
+    let d = env.delivery(&event);
+    assert_eq!(d.state, DeliveryState::NoTarget);
+    assert!(d.last_error.is_some(), "no_target says why");
+    assert!(d.log.is_empty(), "no request was made: {:?}", d.log);
+
+    let rx = Receiver::start();
+    env.svc.set_key_webhook_url(env.key_id(), Some(&rx.url())).expect("set key url");
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    assert_eq!(env.delivery(&event).state, DeliveryState::Pending);
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.delivered), (1, 1), "{report:?}");
+    let requests = rx.wait_for(1, WAIT);
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].webhook_id(), event.event_id);
+    assert_eq!(requests[0].body, event.payload.as_bytes());
+    assert_eq!(env.delivery(&event).state, DeliveryState::Delivered);
+}
+
+// ----- Redelivery -----
+
+#[test]
+fn redelivery_resends_the_same_webhook_id_and_body() {
+    let rx = Receiver::start();
+    let env = real(|_| {});
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().delivered, 1);
+    assert_eq!(env.delivery(&event).state, DeliveryState::Delivered);
+
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    let d = env.delivery(&event);
+    assert_eq!(d.state, DeliveryState::Pending, "redeliver queues it again");
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.delivered), (1, 1), "{report:?}");
+
+    let requests = rx.wait_for(2, WAIT);
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_eq!(request.webhook_id(), event.event_id, "webhook-id is stable across redeliveries");
+        assert_eq!(request.body, event.payload.as_bytes(), "the body is the same bytes");
+        python_verify(&env.secret(), request).unwrap_or_else(|e| panic!("redelivery does not verify: {e}"));
+    }
+    let d = env.delivery(&event);
+    assert_eq!(d.state, DeliveryState::Delivered);
+    assert_eq!(d.log.len(), 2, "both sends are logged: {:?}", d.log);
+
+    assert!(env.svc.redeliver("msg_doesnotexist0000000000").is_err(), "unknown event");
+}
+
+#[test]
+fn a_failed_event_can_be_redelivered() {
+    let rx = Receiver::start();
+    rx.push(Reply::status(410));
+    let env = manual(|_| {});
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().failed, 1);
+    assert_eq!(env.delivery(&event).state, DeliveryState::Failed);
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    assert_eq!(env.deliver().delivered, 1);
+    let requests = rx.wait_for(2, WAIT);
+    assert_eq!(requests[0].webhook_id(), requests[1].webhook_id());
+    assert_eq!(requests[0].body, requests[1].body);
+    assert_eq!(env.delivery(&event).state, DeliveryState::Delivered);
+}
+
+// ----- Per-order ordering -----
+
+#[test]
+fn per_order_events_are_first_attempted_in_sequence_order() {
+    let rx = Receiver::start();
+    // Slow answers, so events sent side by side would overlap and race.
+    rx.set_default(Reply::slow(Duration::from_millis(100), 200));
+    let env = manual(|c| c.delivery_concurrency = 8);
+    // Four events per order, all written at the same instant (so only `sequence` tells
+    // them apart): order.pending, order.failed, order.paid_late, order.paid.
+    let mut orders = Vec::new();
+    for _ in 0..6 {
+        let id = env.order(Some(&rx.url()));
+        env.pay(&id, "4");
+        env.svc.simulate(&id, &SimulateAction::Expire).expect("expire");
+        env.pay(&id, "6");
+        env.svc.mark_paid(&id).expect("mark paid");
+        let types: Vec<_> =
+            env.svc.order_events(&id).expect("events").iter().map(|e| (e.sequence, e.event_type)).collect();
+        assert_eq!(
+            types,
+            [(1, EventType::Pending), (2, EventType::Failed), (3, EventType::PaidLate), (4, EventType::Paid)],
+            "events of {id}"
+        );
+        orders.push(id);
+    }
+    let sequence_of: HashMap<String, (String, i64)> = orders
+        .iter()
+        .flat_map(|id| env.svc.order_events(id).expect("events"))
+        .map(|e| (e.event_id.clone(), (e.order_id.clone(), e.sequence)))
+        .collect();
+    assert_eq!(sequence_of.len(), 24);
+
+    // One round with room for everything: no later event may arrive before its order's
+    // earlier one had its first attempt answered (answers are held 100 ms, so events sent
+    // side by side would overlap).
+    env.deliver();
+    let check = |requests: &[Recorded]| {
+        for request in requests {
+            let (order, sequence) = &sequence_of[request.webhook_id()];
+            if *sequence == 1 {
+                continue;
+            }
+            let earlier = requests
+                .iter()
+                .filter(|r| sequence_of[r.webhook_id()] == (order.clone(), sequence - 1))
+                .filter_map(|r| r.answered)
+                .min();
+            assert!(
+                earlier.is_some_and(|answered| answered <= request.at),
+                "order {order}: event {sequence} arrived before event {}'s first attempt was answered",
+                sequence - 1
+            );
+        }
+    };
+    check(&rx.requests());
+
+    let refs: Vec<&str> = orders.iter().map(String::as_str).collect();
+    deliver_all(&env, &refs);
+    let requests = rx.requests();
+    check(&requests);
+    assert_eq!(requests.len(), 24, "each event once");
+}
+
+#[test]
+fn a_failing_earlier_event_does_not_hold_back_the_next_one_forever() {
+    let rx = Receiver::start();
+    rx.push(Reply::status(500));
+    let env = manual(|_| {});
+    let order = env.order(Some(&rx.url()));
+    let pending = env.pay(&order, "4").remove(0);
+    let paid = env.pay(&order, "6").remove(0);
+
+    // Event 1 fails; once it was attempted, event 2 may go (the clock does not move, so
+    // event 1 is not due again).
+    for _ in 0..3 {
+        env.deliver();
+    }
+    let requests = rx.wait_for(2, WAIT);
+    assert_eq!(requests.len(), 2, "event 1 once, event 2 once: {requests:?}");
+    assert_eq!(requests[0].webhook_id(), pending.event_id, "event 1 first");
+    assert_eq!(requests[1].webhook_id(), paid.event_id);
+    assert_eq!(env.delivery(&paid).state, DeliveryState::Delivered);
+    assert_eq!(env.delivery(&pending).state, DeliveryState::Pending, "event 1 waits for its retry");
+}
+
+// ----- Secret rotation -----
+
+#[test]
+fn after_rotating_the_secret_deliveries_verify_with_the_new_secret_only() {
+    let rx = Receiver::start();
+    let env = real(|_| {});
+    let old = env.secret();
+    let (_, before) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().delivered, 1);
+    let first = rx.wait_for(1, WAIT).remove(0);
+    python_verify(&old, &first).expect("signed with the secret of the time");
+
+    let new = env.svc.rotate_key_webhook_secret(env.key_id()).expect("rotate").expose().to_string();
+    assert!(new.starts_with("whsec_"));
+    assert_ne!(new, old);
+    assert_eq!(env.secret(), new, "key_webhook_secret returns the new secret");
+
+    let (_, after) = env.paid_order(Some(&rx.url()));
+    env.svc.redeliver(&before.event_id).expect("redeliver");
+    deliver_all(&env, &[&before.order_id, &after.order_id]);
+    let requests = rx.wait_for(3, WAIT);
+    assert_eq!(requests.len(), 3);
+    for request in &requests[1..] {
+        let id = request.webhook_id();
+        assert!(id == after.event_id || id == before.event_id);
+        assert_eq!(our_verify(&new, request, env.now_secs()), Ok(()), "{id} with the new secret");
+        python_verify(&new, request).unwrap_or_else(|e| panic!("{id} does not verify with the new secret: {e}"));
+        assert_eq!(our_verify(&old, request, env.now_secs()), Err(VerifyError::NoMatch), "{id} with the old");
+        assert!(python_verify(&old, request).is_err(), "{id} still verifies with the old secret");
+    }
+}
+
+// ----- Live mode and private targets -----
+
+#[test]
+fn live_refuses_a_loopback_target_unless_allowed() {
+    let rx = Receiver::start();
+    let env = open(Environment::Live, true, |_| {});
+    assert!(!env.svc.config().allow_private_webhook_targets, "refusing is the default");
+    let (_, on_order) = env.paid_order(Some(&rx.url()));
+    env.svc.set_key_webhook_url(env.key_id(), Some(&format!("http://localhost:{}/hook", rx.port()))).expect("key url");
+    let (_, on_key) = env.paid_order(None);
+
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.failed, report.delivered), (2, 2, 0), "{report:?}");
+    for event in [&on_order, &on_key] {
+        let d = env.delivery(event);
+        assert_eq!(d.state, DeliveryState::Failed, "{}", event.event_id);
+        let error = d.last_error.clone().unwrap_or_default();
+        assert!(error.contains("non-public address"), "error should name the non-public address: {error:?}");
+    }
+    // Given up for good: nothing is sent later either.
+    env.advance(48 * 3600 * SEC_MS);
+    assert_eq!(env.deliver().attempted, 0);
+    assert_eq!(rx.count(), 0, "nothing may reach a private address in live");
+}
+
+#[test]
+fn live_sends_to_a_loopback_target_when_configured_to_allow_it() {
+    let rx = Receiver::start();
+    let env = open(Environment::Live, true, |c| c.allow_private_webhook_targets = true);
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().delivered, 1);
+    assert_eq!(rx.wait_for(1, WAIT)[0].webhook_id(), event.event_id);
+    let body: Value = serde_json::from_slice(&rx.requests()[0].body).expect("json");
+    assert_eq!(body["type"], "order.paid");
+}
+
+#[test]
+fn sandbox_sends_to_a_loopback_target() {
+    let rx = Receiver::start();
+    let env = manual(|_| {});
+    assert!(!env.svc.config().allow_private_webhook_targets);
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().delivered, 1);
+    assert_eq!(rx.wait_for(1, WAIT)[0].webhook_id(), event.event_id);
+}
+
+// ----- Leases: two services on one file -----
+
+#[test]
+fn two_services_delivering_at_once_send_each_event_exactly_once() {
+    let rx = Receiver::start();
+    rx.set_default(Reply::slow(Duration::from_millis(20), 200));
+    let env = manual(|_| {});
+    let other = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("second service"));
+    let mut all = BTreeSet::new();
+    for round in 0..4 {
+        let mut events = BTreeSet::new();
+        for _ in 0..12 {
+            events.insert(env.paid_order(Some(&rx.url())).1.event_id);
+        }
+        let barrier = Barrier::new(2);
+        let (mine, theirs) = std::thread::scope(|scope| {
+            let theirs = scope.spawn(|| {
+                barrier.wait();
+                other.deliver_due(100).expect("deliver (second service)")
+            });
+            barrier.wait();
+            let mine = env.svc.deliver_due(100).expect("deliver (first service)");
+            (mine, theirs.join().expect("join"))
+        });
+        assert_eq!(mine.attempted + theirs.attempted, 12, "round {round}: {mine:?} + {theirs:?}");
+        assert_eq!(mine.delivered + theirs.delivered, 12, "round {round}: {mine:?} + {theirs:?}");
+        all.extend(events);
+    }
+    let requests = rx.wait_for(all.len(), WAIT);
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for request in &requests {
+        *counts.entry(request.webhook_id().to_string()).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "sent more than once: {twice:?}");
+    assert_eq!(counts.keys().cloned().collect::<BTreeSet<_>>(), all, "every event arrived");
+    assert_eq!(requests.len(), 48);
+}
+
+#[test]
+fn a_lease_lasts_as_long_as_the_round_that_holds_it() {
+    // One service works through a long round: 9 events, one at a time, each answered
+    // slowly but within the 5 s timeout (4.5 s of service-clock time each). Meanwhile a
+    // second service on the same file runs a round. The events the first one still holds
+    // (the one in flight, those queued behind it) must not be sent by the second one too.
+    let rx = Receiver::start();
+    rx.set_default(Reply::slow(Duration::from_millis(200), 200));
+    let env = manual(|c| {
+        c.delivery_concurrency = 1;
+        c.webhook_timeout = Duration::from_secs(5);
+    });
+    let other = Service::open(env.db_path(), env.svc.config().clone()).expect("second service");
+    let events: BTreeSet<String> = (0..9).map(|_| env.paid_order(Some(&rx.url())).1.event_id).collect();
+
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| env.svc.deliver_due(100).expect("deliver (first service)"));
+        for n in 1..=8 {
+            rx.wait_for(n, WAIT);
+            env.advance(4_500); // request n takes 4.5 s of the 5 s timeout
+        }
+        // 36 s after the round began, request 8 is in flight and 9 is queued.
+        let second = other.deliver_due(100).expect("deliver (second service)");
+        (first.join().expect("join"), second)
+    });
+    let requests = rx.wait_for(9, WAIT);
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for request in &requests {
+        *counts.entry(request.webhook_id().to_string()).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "sent by both services (first round {first:?}, second round {second:?}): {twice:?}");
+    assert_eq!(counts.keys().cloned().collect::<BTreeSet<_>>(), events);
+}
+
+// ----- Secrets stay out of Debug -----
+
+#[test]
+fn debug_output_of_service_and_config_never_shows_a_signing_secret() {
+    let rx = Receiver::start();
+    let env = manual(|c| {
+        c.smtp = Some(SmtpConfig {
+            url: "smtp://user:pa55word@127.0.0.1:2525".into(),
+            from: "Shop <pay@shop.example>".into(),
+        })
+    });
+    let first = env.secret();
+    let (_, _) = env.paid_order(Some(&rx.url()));
+    assert_eq!(env.deliver().delivered, 1);
+    let rotated = env.svc.rotate_key_webhook_secret(env.key_id()).expect("rotate").expose().to_string();
+    let outputs = [
+        format!("{:?}", env.svc),
+        format!("{:#?}", env.svc),
+        format!("{:?}", env.svc.config()),
+        format!("{:#?}", env.svc.config()),
+        format!("{:?}", env.key),
+    ];
+    for text in &outputs {
+        assert!(!text.contains("whsec_"), "Debug output shows a whsec_ secret: {text}");
+        for secret in [&first, &rotated] {
+            let raw = secret.trim_start_matches("whsec_");
+            assert!(!text.contains(raw), "Debug output shows the secret's key material: {text}");
+        }
+        assert!(!text.contains("pa55word"), "Debug output shows the SMTP password: {text}");
+    }
+}
