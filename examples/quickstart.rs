@@ -1,6 +1,7 @@
 //! The main job end to end on the embedded default: open a SQLite file, issue a sandbox
 //! API key, create an order over the spec's HTTP API (`Service::handle`), read it back
-//! with its invoice, and list the merchant's orders.
+//! with its invoice, have the (simulated) customer pay it, and see the events that the
+//! merchant's webhook receives.
 //!
 //! Run with `cargo run --example quickstart`.
 
@@ -37,6 +38,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let got = service.handle(&WireRequest::new("GET", &format!("/v1/orders/{order_id}")).header("x-api-key", api_key));
     println!("\nGET /v1/orders/{order_id} -> {}\n{}", got.status, pretty(&got.json()));
+
+    // The customer pays half, then the rest (sandbox simulation; live payments come from
+    // the host's chain watcher through Service::record_payment).
+    for action in [r#"{"action":"partial"}"#, r#"{"action":"pay"}"#] {
+        let paid = service.handle(
+            &WireRequest::new("POST", &format!("/v1/orders/{order_id}/simulate"))
+                .header("x-api-key", api_key)
+                .body(action),
+        );
+        let body = paid.json();
+        println!(
+            "\nsimulate {action} -> {}: order {}, received {} {}",
+            paid.status,
+            body["order"]["status"],
+            body["invoice"]["receive_amount"],
+            body["invoice"]["receive_currency"]
+        );
+    }
+    for event in service.order_events(&order_id)? {
+        println!(
+            "event #{} {}: {} -> {} (webhook-id {})",
+            event.sequence, event.event_type, event.previous_status, event.status, event.event_id
+        );
+    }
 
     let listed = service.handle(&WireRequest::new("GET", "/v1/orders?limit=5").header("x-api-key", api_key));
     println!(
