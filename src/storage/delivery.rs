@@ -181,11 +181,7 @@ impl Conn<'_> {
                 last_error: row.get(5)?,
             })
         })?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?);
-        }
-        Ok(out)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn attempts_for_event(&self, event_id: &str) -> Result<Vec<WebhookAttempt>> {
@@ -194,11 +190,7 @@ impl Conn<'_> {
              FROM webhook_attempts WHERE event_id = :event_id ORDER BY id",
         )?;
         let rows = stmt.query_map(named_params! {":event_id": event_id}, attempt_row)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?);
-        }
-        Ok(out)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Orders of `environment` that have events, newest event first.
@@ -209,11 +201,7 @@ impl Conn<'_> {
         )?;
         let rows =
             stmt.query_map(named_params! {":environment": environment.as_str(), ":limit": limit}, |r| r.get(0))?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?);
-        }
-        Ok(out)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Puts an event back in the queue, due now, with a fresh schedule.
@@ -264,11 +252,7 @@ impl Conn<'_> {
             }
             None => stmt.query_map(named_params! {":environment": env, ":limit": limit}, email_row)?,
         };
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?);
-        }
-        Ok(out)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn claim_due_emails(

@@ -261,11 +261,7 @@ impl Conn<'_> {
             .query_map(named_params! {":now": now, ":environment": environment.as_str(), ":limit": limit}, |row| {
                 row.get::<_, String>(0)
             })?;
-        let mut ids = Vec::new();
-        for row in rows {
-            ids.push(row?);
-        }
-        Ok(ids)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).
@@ -296,10 +292,6 @@ impl Conn<'_> {
                 order_row,
             )?,
         };
-        let mut orders = Vec::new();
-        for row in rows {
-            orders.push(row?);
-        }
-        Ok(orders)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }

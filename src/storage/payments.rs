@@ -90,11 +90,7 @@ impl Conn<'_> {
         let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE order_id = :order_id ORDER BY seen_at, txid");
         let mut stmt = self.0.prepare_cached(&sql)?;
         let rows = stmt.query_map(named_params! {":order_id": order_id}, payment_row)?;
-        let mut payments = Vec::new();
-        for row in rows {
-            payments.push(row?);
-        }
-        Ok(payments)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn insert_payment(&self, environment: Environment, payment: &Payment) -> Result<()> {
@@ -170,11 +166,7 @@ impl Conn<'_> {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE order_id = :order_id ORDER BY sequence");
         let mut stmt = self.0.prepare_cached(&sql)?;
         let rows = stmt.query_map(named_params! {":order_id": order_id}, event_row)?;
-        let mut events = Vec::new();
-        for row in rows {
-            events.push(row?);
-        }
-        Ok(events)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn event_by_id(&self, event_id: &str) -> Result<Option<Event>> {
@@ -218,11 +210,7 @@ impl Conn<'_> {
              WHERE environment = :environment ORDER BY crypto, fiat",
         )?;
         let rows = stmt.query_map(named_params! {":environment": environment.as_str()}, rate_row)?;
-        let mut rates = Vec::new();
-        for row in rows {
-            rates.push(row?);
-        }
-        Ok(rates)
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Returns false when there was no such rate.
