@@ -10,6 +10,8 @@
 use std::fmt;
 use std::io::Read;
 use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -130,6 +132,12 @@ enum Outcome {
     GiveUp(String),
 }
 
+/// What one attempt produced: its outcome (`None`: no target) and its log entry.
+type Attempted = (Option<Outcome>, Option<WebhookAttempt>);
+
+/// Sending rounds per leased wave: each wave holds this many events per sender.
+pub const WAVE_ROUNDS: usize = 8;
+
 /// A leased event, ready to send.
 struct Job {
     claimed: ClaimedEvent,
@@ -141,11 +149,12 @@ impl Service {
     /// `Config::delivery_concurrency`) and records the outcome of each. Call it from a
     /// loop, a timer or the background worker.
     ///
-    /// Works in waves of `delivery_concurrency`: each wave is leased, sent and recorded
-    /// before the next is claimed, so a lease (one timeout plus 30 s) always covers the
-    /// attempt it guards, however large `limit` is.
+    /// Works in waves of [`WAVE_ROUNDS`] × `delivery_concurrency` events: each wave is
+    /// leased for as long as sending it can take (`WAVE_ROUNDS` timeouts plus 30 s), sent,
+    /// and recorded before the next is claimed, so a lease always covers the attempts it
+    /// guards, however large `limit` is.
     pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
-        let wave_size = self.config().delivery_concurrency.max(1);
+        let wave_size = self.config().delivery_concurrency.max(1) * WAVE_ROUNDS;
         let mut report = DeliveryReport::default();
         while report.attempted < limit {
             let wave = self.deliver_wave(wave_size.min(limit - report.attempted))?;
@@ -161,11 +170,13 @@ impl Service {
         Ok(report)
     }
 
-    /// Leases up to `size` due events, sends them at once, and records every outcome.
+    /// Leases up to `size` due events, sends them `delivery_concurrency` at a time, and
+    /// records every outcome in one transaction.
     fn deliver_wave(&self, size: usize) -> Result<DeliveryReport> {
         let now = self.now();
         let token = keys::random_base62(24);
-        let lease_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 4) + 30_000;
+        let timeout_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 64);
+        let lease_ms = timeout_ms.saturating_mul(WAVE_ROUNDS as i64).saturating_add(30_000);
         let claimed = self
             .store
             .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, size as i64))?;
@@ -175,17 +186,30 @@ impl Service {
             jobs.push(Job { claimed, target });
         }
 
-        let results: Vec<(Option<Outcome>, Option<WebhookAttempt>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs.iter().map(|job| scope.spawn(|| self.attempt(job))).collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or((Some(Outcome::Retry { error: "sender panicked".into(), retry_after: None }), None))
-                })
-                .collect()
+        let slots: Vec<Mutex<Option<Attempted>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let senders = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..senders {
+                scope.spawn(|| {
+                    while let (Some(job), Some(slot)) = {
+                        let index = next.fetch_add(1, Ordering::SeqCst);
+                        (jobs.get(index), slots.get(index))
+                    } {
+                        let attempted = self.attempt(job);
+                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempted);
+                    }
+                });
+            }
         });
+        let results: Vec<Attempted> = slots
+            .into_iter()
+            .map(|slot| {
+                slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| {
+                    (Some(Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }), None)
+                })
+            })
+            .collect();
 
         let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
         self.store.write(|db| {
