@@ -15,6 +15,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 use crate::config::Environment;
 use crate::error::{Error, Result};
@@ -393,8 +395,10 @@ impl Service {
 }
 
 /// Builds the agent webhooks are sent with: keep-alive (an idle connection kept for
-/// every concurrent sender), no redirects, a timeout.
-pub(crate) fn http_agent(timeout: Duration, concurrency: usize) -> ureq::Agent {
+/// every concurrent sender), no redirects, a timeout. With `public_only`, every address
+/// a connection is made to is checked at resolution time, so a host whose DNS answer
+/// changes after [`check_public_target`] (DNS rebinding) still cannot reach a private one.
+pub(crate) fn http_agent(timeout: Duration, concurrency: usize, public_only: bool) -> ureq::Agent {
     let idle = concurrency.max(1) * 2;
     let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -404,7 +408,35 @@ pub(crate) fn http_agent(timeout: Duration, concurrency: usize) -> ureq::Agent {
         .max_idle_connections(idle.max(64))
         .max_idle_connections_per_host(idle)
         .build();
-    ureq::Agent::new_with_config(config)
+    if public_only {
+        ureq::Agent::with_parts(config, DefaultConnector::default(), PublicOnlyResolver::default())
+    } else {
+        ureq::Agent::new_with_config(config)
+    }
+}
+
+/// Resolves like the default resolver, then refuses any non-public address.
+#[derive(Debug, Default)]
+struct PublicOnlyResolver {
+    inner: DefaultResolver,
+}
+
+impl Resolver for PublicOnlyResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ResolvedSocketAddrs, ureq::Error> {
+        let addresses = self.inner.resolve(uri, config, timeout)?;
+        match addresses.iter().find(|address| !is_public(address.ip())) {
+            Some(address) => Err(ureq::Error::BadUri(format!(
+                "webhook target resolves to non-public address {}; refused in live",
+                address.ip()
+            ))),
+            None => Ok(addresses),
+        }
+    }
 }
 
 fn transport_error(error: &ureq::Error) -> String {
@@ -487,6 +519,18 @@ mod tests {
             assert!(check_public_target(url).is_err(), "{url} allowed");
         }
         assert!(check_public_target("http://93.184.215.14/hook").is_ok());
+    }
+
+    #[test]
+    fn a_public_only_agent_refuses_private_addresses_when_it_connects() {
+        let agent = http_agent(Duration::from_secs(2), 1, true);
+        for url in ["http://127.0.0.1:9/hook", "http://localhost:9/hook"] {
+            let error = agent.post(url).send("{}").map(|_| ()).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.contains("non-public address"), "{url}: {error}");
+        }
+        let open = http_agent(Duration::from_secs(2), 1, false);
+        let error = open.post("http://127.0.0.1:9/hook").send("{}").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(!error.contains("non-public"), "{error}");
     }
 
     #[test]

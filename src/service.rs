@@ -59,7 +59,11 @@ impl Service {
         });
         let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
-            http: crate::delivery::http_agent(config.webhook_timeout, config.delivery_concurrency),
+            http: crate::delivery::http_agent(
+                config.webhook_timeout,
+                config.delivery_concurrency,
+                config.environment == Environment::Live && !config.allow_private_webhook_targets,
+            ),
             rate_limiter: RateLimiter::new(config.rate_limit),
             config,
             store,
