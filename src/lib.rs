@@ -78,3 +78,8 @@ pub use storage::SCHEMA_VERSION;
 pub use time::Timestamp;
 pub use wire::{parse_create_order, parse_list_query, WireRequest, WireResponse, MAX_BODY_BYTES};
 pub use worker::Worker;
+
+/// Compiles the README's Rust example as a doctest, so the README cannot drift from the API.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
