@@ -250,15 +250,16 @@ impl Service {
     }
 
     /// The order's webhook URL, else its key's (read now, at dispatch), with the key's
-    /// signing secret. `None` when there is no URL or the key is gone.
+    /// signing secret; a deleted key's last URL and secret still serve its orders.
+    /// `None` when there is no URL.
     fn webhook_target(&self, claimed: &ClaimedEvent) -> Result<Option<(String, crate::SecretString)>> {
-        let Some(key) = self.store.read(|db| db.key_by_id(&claimed.key_id))? else {
+        let Some((key_url, sealed_secret)) = self.store.read(|db| db.signing_key(&claimed.key_id))? else {
             return Ok(None);
         };
-        let Some(url) = claimed.order_webhook_url.clone().or(key.key.webhook_url) else {
+        let Some(url) = claimed.order_webhook_url.clone().or(key_url) else {
             return Ok(None);
         };
-        let secret = self.secrets.open(&key.webhook_secret_enc)?;
+        let secret = self.secrets.open(&sealed_secret)?;
         Ok(Some((url, secret)))
     }
 
@@ -268,13 +269,16 @@ impl Service {
         self.retry_delay(attempt, None)
     }
 
-    /// Like [`Service::retry_delay_for`], but a `Retry-After` the endpoint sent wins.
+    /// Like [`Service::retry_delay_for`], but a longer `Retry-After` the endpoint sent wins.
     fn retry_delay(&self, attempt: i64, retry_after: Option<Duration>) -> Option<i64> {
         let schedule = &self.config().retry_schedule;
         let base = *schedule.get(usize::try_from(attempt - 1).ok()?)?;
+        let scheduled = base.mul_f64(rand::random_range(0.8..=1.2));
+        // Retry-After may push the next attempt later, never earlier: a busy endpoint
+        // asking for a second must not burn through a schedule meant to span a day.
         let delay = match retry_after {
-            Some(wait) => wait.min(MAX_RETRY_AFTER),
-            None => base.mul_f64(rand::random_range(0.8..=1.2)),
+            Some(wait) if wait.min(MAX_RETRY_AFTER) > scheduled => wait.min(MAX_RETRY_AFTER),
+            _ => scheduled,
         };
         i64::try_from(delay.as_millis()).ok()
     }
@@ -354,7 +358,8 @@ impl Service {
     /// Every event of an order with its delivery state and attempt log, by sequence.
     pub fn event_deliveries(&self, order_id: &str) -> Result<Vec<EventDelivery>> {
         let events = self.order_events(order_id)?;
-        let rows = self.store.read(|db| db.delivery_rows(order_id))?;
+        let Some(order_id) = events.first().map(|event| event.order_id.clone()) else { return Ok(Vec::new()) };
+        let rows = self.store.read(|db| db.delivery_rows(&order_id))?;
         let mut out = Vec::with_capacity(events.len());
         for (event, row) in events.into_iter().zip(rows) {
             let log = self.store.read(|db| db.attempts_for_event(&row.event_id))?;
@@ -454,6 +459,16 @@ fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     }
     let at = chrono::DateTime::parse_from_rfc2822(value.trim()).ok()?.timestamp_millis();
     u64::try_from(at - now.as_millis()).ok().map(Duration::from_millis)
+}
+
+/// The reason to refuse `url` as a live webhook target when its host is, or resolves
+/// to, a non-public address; `None` when it is public or cannot be resolved right now
+/// (a DNS hiccup must not refuse an order: the check runs again before every attempt).
+pub(crate) fn private_target_reason(url: &str) -> Option<String> {
+    match check_public_target(url) {
+        Err(reason) if reason.contains("non-public") => Some(reason),
+        _ => None,
+    }
 }
 
 /// Refuses a URL whose host is, or resolves to, a loopback, private, link-local or

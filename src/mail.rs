@@ -154,14 +154,19 @@ impl Service {
             .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
             .map_err(|e| e.to_string());
         for email in claimed {
+            // A payment link for an order that is already paid, cancelled or expired would
+            // only ask the customer to pay again: it is dropped, not sent.
+            let status = self.order(&email.order_id)?.order.status;
             let result = match &transport {
-                Ok(transport) => send_one(transport, &smtp.from, &email),
-                Err(e) => Err(format!("bad SMTP configuration: {e}")),
+                _ if status.is_terminal() => Err(Dropped(format!("not sent: the order is {status}"))),
+                Ok(transport) => send_one(transport, &smtp.from, &email).map_err(Retryable),
+                Err(e) => Err(Retryable(format!("bad SMTP configuration: {e}"))),
             };
             let finished = self.now();
             let (state, next, error) = match result {
                 Ok(()) => (EmailState::Sent, finished, None),
-                Err(error) => match self.retry_delay_for(email.attempts) {
+                Err(Dropped(reason)) => (EmailState::Failed, finished, Some(reason)),
+                Err(Retryable(error)) => match self.retry_delay_for(email.attempts) {
                     Some(delay) => (EmailState::Pending, finished.plus_ms(delay), Some(error)),
                     None => (EmailState::Failed, finished, Some(format!("gave up: {error}"))),
                 },
@@ -178,6 +183,15 @@ impl Service {
         Ok(report)
     }
 }
+
+/// Why an e-mail was not sent.
+enum NotSent {
+    /// A failure worth retrying (SMTP down, refused, misconfigured).
+    Retryable(String),
+    /// Not to be sent at all.
+    Dropped(String),
+}
+use NotSent::{Dropped, Retryable};
 
 fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
     let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;

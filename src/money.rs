@@ -34,14 +34,66 @@ pub fn fiat_minor_units(field: &str, code: &str) -> Result<u32> {
 }
 
 /// Parses a decimal amount from its text (`"19.99"`, `"1e3"`), exactly.
+///
+/// The text must be a plain JSON-style number: optional `-`, digits, an optional
+/// fraction, an optional exponent. No spaces, `+`, `_` or bare `.` — a typo must never
+/// become a different price.
 pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
-    let text = text.trim();
     let bad = || Error::invalid(field, format!("must be a decimal number, got {text:?}"));
-    if text.is_empty() || text.len() > 64 {
+    if text.is_empty() || text.len() > 64 || !is_plain_number(text) {
         return Err(bad());
     }
-    let parsed = if text.contains(['e', 'E']) { Decimal::from_scientific(text) } else { Decimal::from_str_exact(text) };
-    parsed.map(|d| d.normalize()).map_err(|_| bad())
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text, None),
+    };
+    // Trailing zeros of the fraction carry no value; dropping them keeps 0.1000…0 (more
+    // places than a Decimal holds) the valid 0.1 it is.
+    let mantissa = match mantissa.contains('.') {
+        true => mantissa.trim_end_matches('0').trim_end_matches('.'),
+        false => mantissa,
+    };
+    let parsed = match exponent {
+        Some(exponent) => Decimal::from_scientific(&format!("{mantissa}e{exponent}")),
+        None => Decimal::from_str_exact(mantissa),
+    };
+    match parsed {
+        Ok(value) => Ok(value.normalize()),
+        // A well-formed number that still does not fit has too many digits.
+        Err(_) => Err(Error::invalid(field, "has too many digits (at most 28 significant digits)")),
+    }
+}
+
+/// `-?digits(.digits)?([eE][+-]?digits)?`, the JSON number grammar (leading zeros aside).
+fn is_plain_number(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = usize::from(bytes.first() == Some(&b'-'));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while bytes.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > start
+    };
+    if !digits(&mut i) {
+        return false;
+    }
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    i == bytes.len()
 }
 
 /// Checks a fiat amount against DESIGN §4: greater than 0, at most 1e12, and no more
@@ -128,8 +180,15 @@ mod tests {
         let amount = parse_decimal("amount", "19.99").unwrap_or_default();
         assert_eq!(to_json_number(amount).to_string(), "19.99");
         assert_eq!(parse_decimal("amount", "1e3").unwrap_or_default(), Decimal::from(1000));
-        assert!(parse_decimal("amount", "NaN").is_err());
-        assert!(parse_decimal("amount", "1.2.3").is_err());
+        for bad in ["NaN", "1.2.3", "1_000", " 5", "5 ", "+5", "5.", ".5", "", "1e", "0x10", "Infinity"] {
+            assert!(parse_decimal("amount", bad).is_err(), "{bad:?} accepted");
+        }
+        let tenth = format!("0.1{}", "0".repeat(40));
+        assert_eq!(parse_decimal("amount", &tenth).unwrap_or_default(), Decimal::new(1, 1));
+        let long = format!("1.{}1", "0".repeat(40));
+        let message = parse_decimal("amount", &long).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("too many digits"), "{message}");
+        assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
     }
 
     #[test]

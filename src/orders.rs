@@ -218,11 +218,27 @@ fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Optio
     }
 }
 
-/// Where the payment page sends the customer's browser once the order is final:
-/// `callback_url` with `order_id` and `status` added to its query (DESIGN §7).
+/// Where the payment page sends the customer's browser once the order is final
+/// (DESIGN §7): for a PAID order its `success_url`, for a CANCELLED one its `cancel_url`,
+/// else (and for any other state) its `callback_url`; with `order_id` and `status` set in
+/// the query (replacing any the merchant put there, so each appears once).
 pub fn callback_redirect_url(order: &Order) -> Option<String> {
-    let mut url = url::Url::parse(order.callback_url.as_deref()?).ok()?;
-    url.query_pairs_mut().append_pair("order_id", &order.order_id).append_pair("status", order.status.as_str());
+    let specific = match order.status {
+        OrderStatus::Paid => order.success_url.as_deref(),
+        OrderStatus::Cancelled => order.cancel_url.as_deref(),
+        _ => None,
+    };
+    let mut url = url::Url::parse(specific.or(order.callback_url.as_deref())?).ok()?;
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(name, _)| name != "order_id" && name != "status")
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect();
+    url.query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair("order_id", &order.order_id)
+        .append_pair("status", order.status.as_str());
     Some(url.to_string())
 }
 
@@ -246,8 +262,12 @@ fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {
         return Err(Error::invalid(field, format!("at most {EMAIL_MAX_CHARS} characters")));
     }
     let options = email_address::Options::default().without_display_text().with_required_tld();
-    email_address::EmailAddress::parse_with_options(text, options)
+    let address = email_address::EmailAddress::parse_with_options(text, options)
         .map_err(|_| Error::invalid(field, "must be a valid e-mail address"))?;
+    // An IP-literal domain ("a@[127.0.0.1]") is valid RFC 5321 but no mailer delivers it.
+    if address.domain().starts_with('[') {
+        return Err(Error::invalid(field, "must be a valid e-mail address with a domain name"));
+    }
     Ok(Some(text.to_string()))
 }
 
@@ -401,6 +421,46 @@ pub struct OrderPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn order(status: OrderStatus, callback: Option<&str>, success: Option<&str>, cancel: Option<&str>) -> Order {
+        Order {
+            order_id: "0f0e0d0c-0000-4000-8000-000000000001".into(),
+            user_id: 1,
+            environment: Environment::Sandbox,
+            key_id: "key_x".into(),
+            merchant_order_id: "m-1".into(),
+            title: None,
+            description: None,
+            callback_url: callback.map(str::to_string),
+            webhook_url: None,
+            success_url: success.map(str::to_string),
+            cancel_url: cancel.map(str::to_string),
+            customer_email: None,
+            amount: Decimal::ONE,
+            currency: "USD".into(),
+            receive_currency: String::new(),
+            status,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+            deleted: false,
+            marked_paid: false,
+        }
+    }
+
+    #[test]
+    fn the_redirect_prefers_success_and_cancel_urls_and_sets_each_parameter_once() {
+        let id = "0f0e0d0c-0000-4000-8000-000000000001";
+        let paid = order(OrderStatus::Paid, Some("https://shop.example/cb?ref=7&status=X&order_id=Y"), None, None);
+        assert_eq!(
+            callback_redirect_url(&paid).as_deref(),
+            Some(format!("https://shop.example/cb?ref=7&order_id={id}&status=PAID").as_str())
+        );
+        let both = order(OrderStatus::Paid, Some("https://a.example/cb"), Some("https://a.example/ok"), None);
+        assert!(callback_redirect_url(&both).unwrap_or_default().starts_with("https://a.example/ok?"));
+        let cancelled = order(OrderStatus::Cancelled, None, Some("https://a.example/ok"), Some("https://a.example/no"));
+        assert!(callback_redirect_url(&cancelled).unwrap_or_default().starts_with("https://a.example/no?"));
+        assert_eq!(callback_redirect_url(&order(OrderStatus::Paid, None, None, Some("https://a.example/no"))), None);
+    }
 
     #[test]
     fn merchant_order_id_must_be_printable() {

@@ -200,18 +200,16 @@ impl Service {
     /// The order with its invoice in this service's environment, whoever owns it. For
     /// the host (chain watcher, payment page, CLI); merchants use [`Service::get_order`].
     pub fn order(&self, order_id: &str) -> Result<OrderWithInvoice> {
-        if uuid::Uuid::parse_str(order_id).is_err() {
-            return Err(Error::new(ErrorKind::OrderNotFound));
-        }
+        let order_id = crate::service::canonical_order_id(order_id)?;
         self.store
-            .read(|db| db.order_in_environment(self.environment(), order_id))?
+            .read(|db| db.order_in_environment(self.environment(), &order_id))?
             .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
     }
 
     /// Every event of an order, by sequence.
     pub fn order_events(&self, order_id: &str) -> Result<Vec<Event>> {
-        self.order(order_id)?;
-        self.store.read(|db| db.events_for_order(order_id))
+        let order_id = self.order(order_id)?.order.order_id;
+        self.store.read(|db| db.events_for_order(&order_id))
     }
 
     /// One event by id.
@@ -224,12 +222,13 @@ impl Service {
 
     /// Every payment recorded for an order, oldest first.
     pub fn order_payments(&self, order_id: &str) -> Result<Vec<Payment>> {
-        self.order(order_id)?;
-        self.store.read(|db| db.payments_for_order(order_id))
+        let order_id = self.order(order_id)?.order.order_id;
+        self.store.read(|db| db.payments_for_order(&order_id))
     }
 
     fn load_for_update(&self, db: &Conn<'_>, order_id: &str) -> Result<OrderWithInvoice> {
-        db.order_in_environment(self.environment(), order_id)?.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+        let order_id = crate::service::canonical_order_id(order_id)?;
+        db.order_in_environment(self.environment(), &order_id)?.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
     }
 
     /// Applies `trigger` to the order through the state machine, stores the new state and

@@ -39,6 +39,14 @@ pub struct Service {
     last_used_written: Mutex<HashMap<String, i64>>,
 }
 
+/// An order id in the form it is stored in (lower-case hyphenated UUID), whatever form
+/// of the same UUID the caller sent; anything else is an unknown order.
+pub(crate) fn canonical_order_id(order_id: &str) -> Result<String> {
+    uuid::Uuid::parse_str(order_id.trim())
+        .map(|id| id.hyphenated().to_string())
+        .map_err(|_| Error::new(ErrorKind::OrderNotFound))
+}
+
 impl Service {
     /// Opens (creating and migrating if needed) the database at `path` and serves
     /// `config.environment` from it.
@@ -95,6 +103,9 @@ impl Service {
             return Err(Error::invalid("user_id", "must be a non-negative integer"));
         }
         let webhook_url = orders::check_url("webhook_url", new.webhook_url.as_deref())?;
+        if let Some(url) = &webhook_url {
+            self.check_webhook_target(new.environment, url)?;
+        }
         let plain_key = keys::generate_key(new.environment);
         let webhook_secret = keys::generate_webhook_secret();
         let key = ApiKey {
@@ -149,12 +160,30 @@ impl Service {
     /// Sets (`Some`) or clears (`None`) the key's default webhook URL.
     pub fn set_key_webhook_url(&self, id: &str, url: Option<&str>) -> Result<ApiKey> {
         let url = orders::check_url("webhook_url", url)?;
+        if let Some(url) = &url {
+            self.check_webhook_target(self.get_key(id)?.environment, url)?;
+        }
         self.update_key(id, |db| db.set_key_webhook_url(id, url.as_deref()))
     }
 
-    /// Deletes the key for good: requests with it fail with 401 at once.
+    /// Live webhooks may not target loopback, private or link-local addresses (DESIGN §7)
+    /// unless the configuration allows them: refused up front, not only at dispatch.
+    fn check_webhook_target(&self, environment: Environment, url: &str) -> Result<()> {
+        if environment != Environment::Live || self.config.allow_private_webhook_targets {
+            return Ok(());
+        }
+        match crate::delivery::private_target_reason(url) {
+            Some(reason) => Err(Error::invalid("webhook_url", reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes the key for good: requests with it fail with 401 at once. Events of its
+    /// orders are still signed with its last secret and delivered (to the order's
+    /// webhook URL, else the key's last one).
     pub fn delete_key(&self, id: &str) -> Result<()> {
-        if self.store.write(|db| db.delete_key(id))? {
+        let now = self.now();
+        if self.store.write(|db| db.delete_key(id, now))? {
             Ok(())
         } else {
             Err(Error::new(ErrorKind::KeyNotFound(id.to_string())))
@@ -229,8 +258,17 @@ impl Service {
     pub fn create_order(&self, merchant: &Merchant, request: &CreateOrder) -> Result<CreatedOrder> {
         self.check_merchant(merchant)?;
         let valid = request.validate(&self.config)?;
+        if let Some(url) = &valid.webhook_url {
+            self.check_webhook_target(merchant.environment, url)?;
+        }
         let request_hash = valid.fingerprint();
-        let rate = self.current_rate(&valid.pay_currency, &valid.currency)?;
+        let rate = self.current_rate(&valid.pay_currency, &valid.currency).map_err(|error| {
+            // Name the field the merchant chose: the fiat currency unless they picked the coin.
+            match (error.kind(), request.pay_currency.is_some()) {
+                (ErrorKind::InvalidParameter { rule, .. }, false) => Error::invalid("currency", rule.clone()),
+                _ => error,
+            }
+        })?;
         let decimals = money::coin_decimals(&valid.pay_currency)
             .ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {}", valid.pay_currency)))?;
         let crypto_amount = money::crypto_amount(valid.amount, rate, decimals)
@@ -359,11 +397,9 @@ impl Service {
     /// environment are reported as not found (`ORDER_NOT_VALID`).
     pub fn get_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
         self.check_merchant(merchant)?;
-        if uuid::Uuid::parse_str(order_id).is_err() {
-            return Err(Error::new(ErrorKind::OrderNotFound));
-        }
+        let order_id = canonical_order_id(order_id)?;
         self.store
-            .read(|db| db.order_with_invoice(merchant.user_id, merchant.environment, order_id))?
+            .read(|db| db.order_with_invoice(merchant.user_id, merchant.environment, &order_id))?
             .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
     }
 

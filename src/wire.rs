@@ -346,9 +346,14 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
                 list.status = Some(status);
             }
             "limit" => {
-                let limit: i64 = value
-                    .parse()
-                    .map_err(|_| Error::invalid("limit", format!("must be an integer from 1 to {LIST_MAX_LIMIT}")))?;
+                let limit: i64 = match value.parse() {
+                    Ok(limit) => limit,
+                    // All digits but too long for an integer: far above 50.
+                    Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => i64::MAX,
+                    Err(_) => {
+                        return Err(Error::invalid("limit", format!("must be an integer from 1 to {LIST_MAX_LIMIT}")))
+                    }
+                };
                 list.limit =
                     if limit > i64::from(LIST_MAX_LIMIT) { u32::MAX } else { u32::try_from(limit).unwrap_or(0) };
             }

@@ -231,3 +231,11 @@ fn newest_first_by_created_at_then_order_id_desc() {
     let stamps: Vec<&str> = orders.iter().map(|o| string(o, "created_at")).collect();
     assert!(stamps.windows(2).all(|w| w[0] >= w[1]), "{stamps:?}");
 }
+
+#[test]
+fn a_limit_too_large_for_an_integer_is_over_the_limit_not_malformed() {
+    let h = harness();
+    let resp = h.get("/v1/orders?limit=99999999999999999999");
+    let msg = assert_error(&resp, 400, "API_LIMIT_EXCEEDED");
+    assert!(msg.starts_with("limit: "), "{msg}");
+}

@@ -689,11 +689,48 @@ fn another_key_of_the_same_merchant_sees_its_orders() {
 }
 
 #[test]
-fn a_pair_without_a_rate_is_parameters_missing() {
-    // MXN is a valid ISO 4217 code for which the service has no quote (DESIGN §6).
+fn a_pair_without_a_rate_is_parameters_missing_naming_the_field_sent() {
+    // Live has no built-in rates (DESIGN §6): the message names the field the merchant
+    // chose, the fiat currency unless they picked the coin.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = coinorder::Config::new(coinorder::Environment::Live);
+    config.rate_limit = coinorder::RateLimit::OFF;
+    let svc = coinorder::Service::open(dir.path().join("live.db"), config).expect("open");
+    let key = svc
+        .create_key(coinorder::NewApiKey { user_id: 1, environment: coinorder::Environment::Live, webhook_url: None })
+        .expect("key");
+    let post = |body: serde_json::Value| {
+        svc.handle(
+            &coinorder::WireRequest::new("POST", "/v1/orders")
+                .header("x-api-key", key.plain_key.expose())
+                .body(body.to_string()),
+        )
+    };
+    let msg = assert_error(&post(json!({"currency": "MXN", "amount": 10})), 400, "PARAMETERS_MISSING");
+    assert!(msg.starts_with("currency: ") && msg.contains("USDT/MXN"), "{msg}");
+    let msg =
+        assert_error(&post(json!({"currency": "MXN", "amount": 10, "pay_currency": "BTC"})), 400, "PARAMETERS_MISSING");
+    assert!(msg.starts_with("pay_currency: ") && msg.contains("BTC/MXN"), "{msg}");
+    assert!(svc.list_keys().expect("keys").len() == 1);
+}
+
+#[test]
+fn an_order_id_in_another_uuid_form_finds_the_order() {
     let h = harness();
-    let resp = h.post(&json!({"currency": "MXN", "amount": 10}));
-    let msg = assert_error(&resp, 400, "PARAMETERS_MISSING");
-    assert!(msg.starts_with("currency: ") || msg.starts_with("pay_currency: "), "the message names the field: {msg}");
-    assert!(list_all(&h.svc, &h.key).is_empty());
+    let created = h.create(&minimal_order());
+    let id = created["data"]["order_id"].as_str().expect("order_id").to_string();
+    for form in [id.to_uppercase(), id.replace('-', "")] {
+        let resp = h.get(&format!("/v1/orders/{form}"));
+        assert_eq!(resp.status, 200, "{form}: {}", text(&resp));
+        assert_eq!(resp.json()["order"]["order_id"], id.as_str(), "the canonical id is returned");
+    }
+}
+
+#[test]
+fn customer_email_with_an_ip_literal_domain_is_refused() {
+    let h = harness();
+    let mut body = minimal_order();
+    body["customer_email"] = json!("a@[127.0.0.1]");
+    let msg = assert_error(&h.post(&body), 400, "PARAMETERS_MISSING");
+    assert!(msg.starts_with("customer_email: "), "{msg}");
 }

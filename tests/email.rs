@@ -264,3 +264,19 @@ fn an_unusable_smtp_url_is_refused_when_the_service_opens() {
     let err = coinorder::Service::open(dir.path().join("t.db"), config).expect_err("bad tls mode");
     assert!(err.to_string().contains("smtp url"), "{err}");
 }
+
+#[test]
+fn a_payment_link_for_an_order_already_paid_is_dropped_not_sent() {
+    let mut sink = SmtpSink::start();
+    let h = harness(None);
+    let (order_id, _) = create(&h, &order_body("mug-paid"));
+    h.svc.simulate(&order_id, &coinorder::SimulateAction::Pay { amount: None, confirmed: true }).expect("pay");
+    let with_smtp = reopen(&h, smtp(sink.url()));
+    let report = with_smtp.send_due_emails(10).expect("send");
+    assert_eq!((report.attempted, report.sent, report.failed), (1, 0, 1), "{report:?}");
+    let email = with_smtp.emails(Some(&order_id), 10).expect("emails").remove(0);
+    assert_eq!(email.state, EmailState::Failed);
+    assert_eq!(email.last_error.as_deref(), Some("not sent: the order is PAID"));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(sink.received().is_empty(), "nothing reached SMTP");
+}

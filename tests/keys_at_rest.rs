@@ -196,3 +196,22 @@ fn debug_and_json_renderings_do_not_reveal_secrets() {
     assert_eq!(resp.status, 401);
     assert!(!text(&resp).contains(&wrong), "{}", text(&resp));
 }
+
+#[cfg(unix)]
+#[test]
+fn a_new_database_and_its_key_file_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("private.db");
+    let svc = coinorder::Service::open(&db, coinorder::Config::new(coinorder::Environment::Sandbox)).expect("open");
+    svc.create_key(coinorder::NewApiKey {
+        user_id: 1,
+        environment: coinorder::Environment::Sandbox,
+        webhook_url: None,
+    })
+    .expect("key");
+    for path in [db.clone(), dir.path().join("private.db.key")] {
+        let mode = std::fs::metadata(&path).expect("metadata").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} is mode {:o}", path.display(), mode & 0o777);
+    }
+}

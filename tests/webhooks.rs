@@ -362,23 +362,47 @@ fn after_rotating_the_secret_deliveries_verify_with_the_new_secret_only() {
 #[test]
 fn live_refuses_a_loopback_target_unless_allowed() {
     let rx = Receiver::start();
-    let env = open(Environment::Live, true, |_| {});
-    assert!(!env.svc.config().allow_private_webhook_targets, "refusing is the default");
-    let (_, on_order) = env.paid_order(Some(&rx.url()));
-    env.svc.set_key_webhook_url(env.key_id(), Some(&format!("http://localhost:{}/hook", rx.port()))).expect("key url");
-    let (_, on_key) = env.paid_order(None);
+    // A lenient service writes orders with loopback targets (as if their DNS answer
+    // changed after they were accepted); the strict one must still refuse to send.
+    let lenient = open(Environment::Live, true, |c| c.allow_private_webhook_targets = true);
+    let (_, on_order) = lenient.paid_order(Some(&rx.url()));
+    lenient
+        .svc
+        .set_key_webhook_url(lenient.key_id(), Some(&format!("http://localhost:{}/hook", rx.port())))
+        .expect("key url");
+    let (_, on_key) = lenient.paid_order(None);
+    let mut config = coinorder::Config::new(Environment::Live);
+    config.clock = Arc::new(coinorder::ManualClock::new(lenient.now_ms()));
+    let strict = Service::open(lenient.db_path(), config).expect("strict service");
+    assert!(!strict.config().allow_private_webhook_targets, "refusing is the default");
 
-    let report = env.deliver();
+    // Refused up front: an order or a key naming a private target.
+    let request = coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: coinorder::money::Decimal::TEN,
+        pay_currency: Some("USDT".into()),
+        webhook_url: Some(rx.url()),
+        ..Default::default()
+    };
+    let refused = strict.create_order(&lenient.merchant, &request).expect_err("private target at create");
+    assert_eq!(refused.error_code(), "PARAMETERS_MISSING");
+    assert!(
+        refused.to_string().starts_with("webhook_url: ") && refused.to_string().contains("non-public"),
+        "{refused}"
+    );
+    let refused = strict.set_key_webhook_url(lenient.key_id(), Some("http://10.0.0.1/hook")).expect_err("key target");
+    assert!(refused.to_string().contains("non-public"), "{refused}");
+
+    // And at dispatch.
+    let report = strict.deliver_due(100).expect("deliver");
     assert_eq!((report.attempted, report.failed, report.delivered), (2, 2, 0), "{report:?}");
     for event in [&on_order, &on_key] {
-        let d = env.delivery(event);
+        let d = strict.event_deliveries(&event.order_id).expect("deliveries").pop().expect("delivery");
         assert_eq!(d.state, DeliveryState::Failed, "{}", event.event_id);
         let error = d.last_error.clone().unwrap_or_default();
         assert!(error.contains("non-public address"), "error should name the non-public address: {error:?}");
     }
-    // Given up for good: nothing is sent later either.
-    env.advance(48 * 3600 * SEC_MS);
-    assert_eq!(env.deliver().attempted, 0);
+    assert_eq!(strict.deliver_due(100).expect("deliver").attempted, 0, "given up for good");
     assert_eq!(rx.count(), 0, "nothing may reach a private address in live");
 }
 
@@ -506,5 +530,21 @@ fn debug_output_of_service_and_config_never_shows_a_signing_secret() {
             assert!(!text.contains(raw), "Debug output shows the secret's key material: {text}");
         }
         assert!(!text.contains("pa55word"), "Debug output shows the SMTP password: {text}");
+    }
+}
+
+#[test]
+fn deleting_the_key_does_not_drop_its_orders_webhooks() {
+    let rx = Receiver::start();
+    let env = manual(|_| {});
+    let secret = env.secret();
+    let order_id = env.order(Some(&rx.url()));
+    env.svc.delete_key(env.key_id()).expect("delete key");
+    let events = env.pay(&order_id, "10");
+    assert_eq!(env.deliver().delivered, events.len());
+    let received = rx.wait_for(events.len(), WAIT);
+    assert_eq!(received.len(), events.len());
+    for request in &received {
+        assert_eq!(our_verify(&secret, request, env.now_secs()), Ok(()), "signed with the deleted key's last secret");
     }
 }

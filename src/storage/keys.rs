@@ -117,10 +117,31 @@ impl Conn<'_> {
         Ok(())
     }
 
+    /// Deletes the key, keeping only what signing its orders' pending webhooks needs.
     /// Returns false when no key has that id.
-    pub(crate) fn delete_key(&self, id: &str) -> Result<bool> {
+    pub(crate) fn delete_key(&self, id: &str, now: Timestamp) -> Result<bool> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO retired_keys (id, user_id, environment, webhook_url, webhook_secret_enc, retired_at)
+                 SELECT id, user_id, environment, webhook_url, webhook_secret_enc, :now FROM api_keys WHERE id = :id",
+            )?
+            .execute(named_params! {":id": id, ":now": now.as_millis()})?;
         let changed =
             self.0.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
         Ok(changed == 1)
+    }
+
+    /// The webhook URL and sealed signing secret of a live or deleted key.
+    pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
+                 UNION ALL
+                 SELECT webhook_url, webhook_secret_enc FROM retired_keys WHERE id = :id
+                 LIMIT 1",
+            )?
+            .query_row(named_params! {":id": id}, |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?)
     }
 }

@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_payments.sql"),
     include_str!("../../migrations/0003_delivery.sql"),
+    include_str!("../../migrations/0004_retired_keys.sql"),
 ];
 
 /// The schema version this library writes.
@@ -83,6 +84,9 @@ impl Store {
     /// after `busy_timeout`, the whole transaction is tried again.
     pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
         let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Waiting is bounded by busy_timeout in all: a database held locked longer than
+        // that (by something abnormal) is reported rather than waited on forever.
+        let deadline = std::time::Instant::now() + self.options.busy_timeout;
         let mut attempt = 0;
         loop {
             let outcome = (|| {
@@ -92,8 +96,17 @@ impl Store {
                 Ok(value)
             })();
             match outcome {
-                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES => attempt += 1,
-                other => return other,
+                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES && std::time::Instant::now() < deadline => {
+                    attempt += 1;
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    writer.busy_timeout(left.max(Duration::from_millis(1)))?;
+                }
+                other => {
+                    if attempt > 0 {
+                        writer.busy_timeout(self.options.busy_timeout)?;
+                    }
+                    return other;
+                }
             }
         }
     }
@@ -123,11 +136,27 @@ impl Store {
 }
 
 fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
+    create_private(path);
     let mut writer = Connection::open(path)?;
     configure(&writer, options)?;
     let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     migrate(&mut writer)?;
     Ok(writer)
+}
+
+/// Creates a missing database file readable by its owner only (SQLite gives its -wal and
+/// -shm files the same mode): it holds merchants' orders and customers' e-mail addresses.
+fn create_private(path: &Path) {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    // An existing file keeps its mode; a path that cannot be created (a missing
+    // directory, ...) is reported by SQLite when it opens it.
+    let _ = options.open(path);
 }
 
 fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
