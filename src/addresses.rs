@@ -3,10 +3,11 @@
 //! Live addresses come from the host's wallet through an [`AddressSource`]; the sandbox
 //! makes clearly fake testnet-style addresses derived from the invoice id.
 
-use rust_decimal::Decimal;
+use rust_decimal::{Decimal, RoundingStrategy};
 use sha2::{Digest, Sha256};
 
 use crate::config::Environment;
+use crate::money::coin_decimals;
 
 /// Where a customer sends the coins for one invoice.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,20 +25,101 @@ pub trait AddressSource: Send + Sync + std::fmt::Debug {
     fn deposit_address(&self, order_id: &str, currency: &str, amount: Decimal) -> Result<DepositAddress, String>;
 }
 
-/// The URI scheme wallets understand for a coin; tokens travel on Ethereum here.
-fn uri_scheme(currency: &str) -> &'static str {
+/// Ethereum mainnet, the chain live `ethereum:` URIs name (EIP-155 chain id).
+pub(crate) const ETHEREUM_CHAIN_ID: u64 = 1;
+
+/// Sepolia, the test network sandbox `ethereum:` URIs name, so a real wallet scanning a
+/// sandbox QR code can never move mainnet funds to a fake address.
+pub const SANDBOX_ETHEREUM_CHAIN_ID: u64 = 11_155_111;
+
+/// ERC-20 tokens we quote, with their Ethereum mainnet contract (EIP-55 checksummed).
+const ERC20_CONTRACTS: &[(&str, &str)] =
+    &[("USDT", "0xdAC17F958D2ee523a2206206994597C13D831ec7"), ("USDC", "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")];
+
+/// The payment URI for `address` and `amount` of `currency`, the QR code and "Open in
+/// wallet" link of the payment page.
+///
+/// - BTC: `bitcoin:<address>?amount=<BTC>` (BIP-21, amount in coins); LTC the same with
+///   `litecoin:`; SOL `solana:<address>?amount=<SOL>` (Solana Pay); TRX
+///   `tron:<address>?amount=<TRX>`.
+/// - ETH: `ethereum:<address>@1?value=<wei>` (EIP-681). The amount goes in `value`, an
+///   integer count of wei, rather than the widespread but non-standard
+///   `amount=<ETH>`: `value` is what EIP-681 defines and what EIP-681 wallets read
+///   (MetaMask fills the amount from `value` and ignores `amount`), and its unit is
+///   never in doubt; a wallet that knows neither leaves the amount for the customer to
+///   type instead of guessing.
+/// - USDT, USDC (ERC-20 tokens on Ethereum): an EIP-681 call of the token contract's
+///   `transfer`, `ethereum:<contract>@1/transfer?address=<address>&uint256=<base
+///   units>`. A plain `ethereum:<address>?amount=…` would ask the wallet for that many
+///   ether, not tokens.
+///
+/// Base units (wei, the token's 10⁻⁶ units) are `amount × 10^decimals` computed exactly on
+/// the decimal and written as a plain integer, never in scientific notation. An amount that is not positive leaves the amount out (the wallet asks for
+/// it); an unknown coin gets its bare address, which any wallet can scan.
+pub fn payment_uri(currency: &str, address: &str, amount: Decimal) -> String {
+    payment_uri_on_chain(ETHEREUM_CHAIN_ID, currency, address, amount)
+}
+
+/// [`payment_uri`] for `environment`: the sandbox names the Sepolia test network
+/// ([`SANDBOX_ETHEREUM_CHAIN_ID`]) in `ethereum:` URIs; its Bitcoin-style addresses are
+/// testnet ones already.
+pub fn payment_uri_for(environment: Environment, currency: &str, address: &str, amount: Decimal) -> String {
+    let chain = match environment {
+        Environment::Live => ETHEREUM_CHAIN_ID,
+        Environment::Sandbox => SANDBOX_ETHEREUM_CHAIN_ID,
+    };
+    payment_uri_on_chain(chain, currency, address, amount)
+}
+
+fn payment_uri_on_chain(chain: u64, currency: &str, address: &str, amount: Decimal) -> String {
+    let positive = amount > Decimal::ZERO;
+    let coins = |scheme: &str| {
+        if positive {
+            format!("{scheme}:{address}?amount={}", amount.normalize())
+        } else {
+            format!("{scheme}:{address}")
+        }
+    };
+    let units = |decimals: u32| base_units(amount, decimals).filter(|_| positive);
     match currency {
-        "BTC" => "bitcoin",
-        "LTC" => "litecoin",
-        "SOL" => "solana",
-        "TRX" => "tron",
-        _ => "ethereum",
+        "BTC" => coins("bitcoin"),
+        "LTC" => coins("litecoin"),
+        "SOL" => coins("solana"),
+        "TRX" => coins("tron"),
+        "ETH" => match units(coin_decimals("ETH").unwrap_or(18)) {
+            Some(wei) => format!("ethereum:{address}@{chain}?value={wei}"),
+            None => format!("ethereum:{address}@{chain}"),
+        },
+        token => match (ERC20_CONTRACTS.iter().find(|(code, _)| *code == token), coin_decimals(token)) {
+            (Some((_, contract)), Some(decimals)) => {
+                let call = format!("ethereum:{contract}@{chain}/transfer?address={address}");
+                match units(decimals) {
+                    Some(units) => format!("{call}&uint256={units}"),
+                    None => call,
+                }
+            }
+            _ => address.to_string(),
+        },
     }
 }
 
-/// The payment URI for `address` and `amount` of `currency`.
-pub fn payment_uri(currency: &str, address: &str, amount: Decimal) -> String {
-    format!("{}:{address}?amount={}", uri_scheme(currency), amount.normalize())
+/// `amount` in the coin's smallest unit (`amount × 10^decimals`) as a decimal integer,
+/// exactly: the digits of the decimal's mantissa followed by the zeros its scale lacks,
+/// so even amounts whose base units exceed what a `Decimal` or `u128` holds come out
+/// right. An amount with more places than the coin has is rounded up to the coin's
+/// precision first, as invoice amounts are (the customer is never asked for less).
+/// `None` for a negative amount.
+pub(crate) fn base_units(amount: Decimal, decimals: u32) -> Option<String> {
+    if amount < Decimal::ZERO {
+        return None;
+    }
+    let rounded = amount.round_dp_with_strategy(decimals, RoundingStrategy::AwayFromZero);
+    let mantissa = rounded.mantissa().unsigned_abs();
+    if mantissa == 0 {
+        return Some("0".to_string());
+    }
+    let zeros = decimals.saturating_sub(rounded.scale()) as usize;
+    Some(format!("{mantissa}{}", "0".repeat(zeros)))
 }
 
 /// A fake, testnet-style address for a sandbox invoice: a BTC/LTC bech32-looking `tb1q…`
@@ -68,6 +150,12 @@ pub(crate) fn default_address(environment: Environment, invoice_id: &str, curren
 mod tests {
     use super::*;
 
+    fn dec(text: &str) -> Decimal {
+        text.parse().expect("decimal")
+    }
+
+    const TO: &str = "0x1111111111111111111111111111111111111111";
+
     #[test]
     fn sandbox_addresses_look_like_testnet_and_are_stable() {
         let btc = sandbox_address("inv-1", "BTC");
@@ -78,5 +166,97 @@ mod tests {
         assert!(eth.starts_with("0x") && eth.len() == 42, "{eth}");
         assert_eq!(payment_uri("BTC", &btc, Decimal::new(150, 2)), format!("bitcoin:{btc}?amount=1.5"));
         assert_eq!(default_address(Environment::Live, "inv-1", "BTC"), None);
+    }
+
+    #[test]
+    fn coins_keep_their_bip21_style_uris() {
+        assert_eq!(payment_uri("BTC", "bc1qx", dec("0.00012345")), "bitcoin:bc1qx?amount=0.00012345");
+        assert_eq!(payment_uri("BTC", "bc1qx", dec("2.50000000")), "bitcoin:bc1qx?amount=2.5");
+        assert_eq!(payment_uri("LTC", "ltc1qx", dec("3")), "litecoin:ltc1qx?amount=3");
+        assert_eq!(payment_uri("SOL", "So1", dec("0.000000001")), "solana:So1?amount=0.000000001");
+        assert_eq!(payment_uri("TRX", "T9y", dec("12.5")), "tron:T9y?amount=12.5");
+    }
+
+    #[test]
+    fn sandbox_uris_name_the_test_network() {
+        let sandbox = payment_uri_for(Environment::Sandbox, "ETH", TO, dec("0.5"));
+        assert_eq!(sandbox, format!("ethereum:{TO}@11155111?value=500000000000000000"));
+        assert!(payment_uri_for(Environment::Sandbox, "USDT", TO, dec("1")).contains("@11155111/transfer"));
+        assert_eq!(payment_uri_for(Environment::Live, "ETH", TO, dec("0.5")), payment_uri("ETH", TO, dec("0.5")));
+    }
+
+    #[test]
+    fn ether_is_requested_in_wei() {
+        assert_eq!(payment_uri("ETH", TO, dec("0.5")), format!("ethereum:{TO}@1?value=500000000000000000"));
+        assert_eq!(payment_uri("ETH", TO, dec("0.000000000000000001")), format!("ethereum:{TO}@1?value=1"));
+        assert_eq!(
+            payment_uri("ETH", TO, dec("0.049975012493753123")),
+            format!("ethereum:{TO}@1?value=49975012493753123")
+        );
+        assert_eq!(payment_uri("ETH", TO, dec("2")), format!("ethereum:{TO}@1?value=2000000000000000000"));
+    }
+
+    #[test]
+    fn tokens_are_erc20_transfer_calls_in_base_units() {
+        assert_eq!(
+            payment_uri("USDT", TO, dec("19.99")),
+            format!("ethereum:0xdAC17F958D2ee523a2206206994597C13D831ec7@1/transfer?address={TO}&uint256=19990000")
+        );
+        assert_eq!(
+            payment_uri("USDC", TO, dec("0.000001")),
+            format!("ethereum:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48@1/transfer?address={TO}&uint256=1")
+        );
+        assert_eq!(
+            payment_uri("USDC", TO, dec("1000000.000000")),
+            format!(
+                "ethereum:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48@1/transfer?address={TO}&uint256=1000000000000"
+            )
+        );
+        // Never the old form that wallets read as ether.
+        for token in ["USDT", "USDC"] {
+            let uri = payment_uri(token, TO, dec("19.99"));
+            assert!(!uri.contains("amount=") && !uri.contains("value="), "{uri}");
+        }
+    }
+
+    #[test]
+    fn base_units_are_exact_integers() {
+        // Agrees with exact decimal multiplication wherever that fits in a Decimal.
+        for (amount, decimals) in [
+            ("19.99", 6),
+            ("0.000001", 6),
+            ("123456.789", 6),
+            ("0.00012345", 8),
+            ("1.000000000000000001", 18),
+            ("7922816251.426433759354395033", 18),
+            ("1", 0),
+        ] {
+            let amount = dec(amount);
+            let scale = Decimal::from_i128_with_scale(10_i128.pow(decimals), 0);
+            let product = amount.checked_mul(scale).expect("fits").normalize();
+            assert_eq!(product.scale(), 0, "{amount}");
+            assert_eq!(base_units(amount, decimals), Some(product.to_string()), "{amount} x 10^{decimals}");
+        }
+        // Beyond what a Decimal (or u128) holds, still exact.
+        assert!(Decimal::MAX.checked_mul(dec("1000000000000000000")).is_none());
+        assert_eq!(base_units(Decimal::MAX, 18), Some(format!("{}{}", Decimal::MAX, "0".repeat(18))));
+        // Trailing zeros of the scale and zero itself.
+        assert_eq!(base_units(dec("1.500"), 6).as_deref(), Some("1500000"));
+        assert_eq!(base_units(Decimal::ZERO, 18).as_deref(), Some("0"));
+        // More places than the coin has: rounded up, never down.
+        assert_eq!(base_units(dec("0.0000001"), 6).as_deref(), Some("1"));
+        assert_eq!(base_units(dec("1.0000011"), 6).as_deref(), Some("1000002"));
+        assert_eq!(base_units(dec("-1"), 6), None);
+    }
+
+    #[test]
+    fn no_amount_without_a_positive_one_and_bare_address_for_unknown_coins() {
+        assert_eq!(payment_uri("BTC", "bc1qx", Decimal::ZERO), "bitcoin:bc1qx");
+        assert_eq!(payment_uri("ETH", TO, dec("-1")), format!("ethereum:{TO}@1"));
+        assert_eq!(
+            payment_uri("USDT", TO, Decimal::ZERO),
+            format!("ethereum:0xdAC17F958D2ee523a2206206994597C13D831ec7@1/transfer?address={TO}")
+        );
+        assert_eq!(payment_uri("DOGE", "D8x", dec("5")), "D8x");
     }
 }

@@ -58,7 +58,9 @@ mod time;
 mod wire;
 mod worker;
 
-pub use addresses::{payment_uri, sandbox_address, AddressSource, DepositAddress};
+pub use addresses::{
+    payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
+};
 pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock};
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
 pub use error::{Error, ErrorKind, Result};

@@ -377,8 +377,10 @@ impl Service {
                 None => return Ok(DepositAddress { address: String::new(), payment_uri: Some(String::new()) }),
             },
         };
-        let uri =
-            address.payment_uri.clone().unwrap_or_else(|| addresses::payment_uri(currency, &address.address, amount));
+        let uri = address
+            .payment_uri
+            .clone()
+            .unwrap_or_else(|| addresses::payment_uri_for(self.environment(), currency, &address.address, amount));
         Ok(DepositAddress { payment_uri: Some(uri), ..address })
     }
 

@@ -478,7 +478,9 @@ fn number_text(value: &Value) -> String {
 fn rates_set_list_delete_round_trip() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
-    assert_eq!(run_json(dir, &["rates", "list", "--env", "live"]), json!([]));
+    // Only `rates set` creates the database; listing before it is an error.
+    let message = run_fails(dir, &["rates", "list", "--env", "live"]);
+    assert!(message.starts_with("error: no database at ./coinorder.db"), "{message}");
 
     // Many digits, set and listed exactly; codes are accepted in any case.
     let set = run_json(
@@ -500,6 +502,7 @@ fn rates_set_list_delete_round_trip() {
     assert_eq!(number_text(&set["rate"]), "64123.123456789012345678");
     assert_eq!(set["valid_until"], json!("2031-01-02T03:04:05.000Z"));
     assert!(set["updated_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{set}");
+    assert_eq!(run_json(dir, &["rates", "list", "--env", "live"]).as_array().map(Vec::len), Some(1));
     run_json(dir, &["rates", "set", "--env", "live", "ETH", "EUR", "0.000000000000000001"]);
 
     let listed = run_json(dir, &["rates", "list", "--env", "live"]);
@@ -1113,21 +1116,27 @@ fn webhooks_and_emails_commands_print_json() {
     assert_eq!(hits.len(), 3);
     assert_signed(&hits[2], new_secret);
 
-    // E-mails: `emails send` needs SMTP; with it the e-mail goes out.
+    // E-mails: `emails send` needs SMTP; with it the e-mail of an open order goes out,
+    // and the link to the order already paid is dropped, not sent.
     let message = run_fails(dir, &["emails", "send"]);
     assert!(message.contains("--smtp-url"), "{message}");
+    let open_order = order_with_email(&service, key, "carol@customer.example");
+    let open_url = service.payment_url(&open_order);
     let mut sink = SmtpSink::start();
     let sent = run_json(dir, &["emails", "send", "--smtp-url", &sink.url(), "--smtp-from", "Shop <shop@shop.example>"]);
-    assert_eq!(sent, json!({"attempted": 1, "sent": 1, "retrying": 0, "failed": 0, "smtp": sink.url()}));
+    assert_eq!(sent, json!({"attempted": 2, "sent": 1, "retrying": 0, "failed": 1, "smtp": sink.url()}));
     let received = sink.wait_for(1, TIMEOUT);
     assert_eq!(received.len(), 1, "{received:?}");
-    assert_eq!(received[0]["rcpt_tos"], json!(["bob@customer.example"]));
+    assert_eq!(received[0]["rcpt_tos"], json!(["carol@customer.example"]));
     assert_eq!(received[0]["mail_from"], json!("shop@shop.example"));
-    assert!(received[0]["text"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
-    assert!(received[0]["html"].as_str().is_some_and(|t| t.contains(&payment_url)), "{:?}", received[0]);
-    let email = &run_json(dir, &["emails", "list", "--order", &order_id])[0];
+    assert!(received[0]["text"].as_str().is_some_and(|t| t.contains(&open_url)), "{:?}", received[0]);
+    assert!(received[0]["html"].as_str().is_some_and(|t| t.contains(&open_url)), "{:?}", received[0]);
+    let email = &run_json(dir, &["emails", "list", "--order", &open_order])[0];
     assert_eq!((&email["state"], &email["attempts"]), (&json!("sent"), &json!(1)), "{email}");
     assert!(email["sent_at"].is_string() && email["next_attempt_at"].is_null(), "{email}");
+    let dropped = &run_json(dir, &["emails", "list", "--order", &order_id])[0];
+    assert_eq!((&dropped["state"], &dropped["sent_at"]), (&json!("failed"), &Value::Null), "{dropped}");
+    assert!(dropped["last_error"].as_str().is_some_and(|e| e.contains("PAID")), "{dropped}");
     // Nothing due any more.
     let report = run_json(dir, &["webhooks", "deliver", "--smtp-url", &sink.url()]);
     assert_eq!(report["emails"], json!({"attempted": 0, "sent": 0, "retrying": 0, "failed": 0, "smtp": sink.url()}));
@@ -1361,13 +1370,20 @@ fn live_refuses_private_webhook_targets_unless_allowed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let receiver = Receiver::start();
-    let created =
-        run_json(dir, &["keys", "create", "--user-id", "2", "--env", "live", "--webhook-url", &receiver.url()]);
-    let key = created["key"].as_str().expect("key");
+    // Refused up front in live: a key naming 127.0.0.1.
+    let message =
+        run_fails(dir, &["keys", "create", "--user-id", "2", "--env", "live", "--webhook-url", &receiver.url()]);
+    assert!(message.starts_with("error: webhook_url") && message.contains("non-public"), "{message}");
+    let created = run_json(dir, &["keys", "create", "--user-id", "2", "--env", "live"]);
+    let (key, key_id) = (created["key"].as_str().expect("key"), created["id"].as_str().expect("id"));
+    let message = run_fails(dir, &["keys", "set-webhook", key_id, &receiver.url()]);
+    assert!(message.contains("non-public"), "{message}");
+    // A host that allows private targets sets it (as if its DNS answer changed later).
+    let mut lenient = coinorder::Config::new(coinorder::Environment::Live);
+    lenient.allow_private_webhook_targets = true;
+    let service = coinorder::Service::open(dir.join("coinorder.db"), lenient).expect("open service");
+    service.set_key_webhook_url(key_id, Some(&receiver.url())).expect("lenient service sets the target");
     run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
-    let service =
-        coinorder::Service::open(dir.join("coinorder.db"), coinorder::Config::new(coinorder::Environment::Live))
-            .expect("open service");
     let order_id = order_with_email(&service, key, "erin@customer.example");
     let merchant = service.authenticate(Some(key)).expect("authenticate");
     service.cancel_order(&merchant, &order_id).expect("cancel");
@@ -1390,4 +1406,223 @@ fn live_refuses_private_webhook_targets_unless_allowed() {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].json()["type"], json!("order.cancelled"));
     assert_signed(&hits[0], created["webhook_secret"].as_str().expect("secret"));
+}
+
+// ----- Payments fed in by the host, and no accidental databases -----
+
+#[test]
+fn payments_commands_feed_live_orders() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    let shop = Shop::open(dir, coinorder::Environment::Live);
+    let order_id = shop.order("19.99");
+    let txid = "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060";
+    assert_eq!(run_json(dir, &["payments", "list", "--env", "live", &order_id]), json!([]));
+
+    // Seen on chain, not yet final: PENDING.
+    let record = ["payments", "record", "--env", "live", order_id.as_str(), txid, "19.99", "--unconfirmed"];
+    let seen = run_json(dir, &record);
+    assert_eq!((&seen["txid"], &seen["duplicate"]), (&json!(txid), &json!(false)), "{seen}");
+    assert_eq!(seen["payment"]["state"], json!("unconfirmed"));
+    assert_eq!(number_text(&seen["payment"]["amount"]), "19.99");
+    assert_eq!(seen["payment"]["currency"], json!("USDT"));
+    assert_eq!(seen["payment"]["counts"], json!(true));
+    assert_eq!(seen["events"].as_array().map(Vec::len), Some(1), "{seen}");
+    assert_eq!(seen["events"][0]["type"], json!("order.pending"));
+    assert_eq!((&seen["order"]["order_id"], &seen["order"]["status"]), (&json!(order_id), &json!("PENDING")));
+    assert_eq!(seen["order"]["environment"], json!("live"));
+
+    // The watcher reports it again on its next run: a no-op.
+    let again = run_json(dir, &record);
+    assert_eq!((&again["duplicate"], &again["events"]), (&json!(true), &json!([])), "{again}");
+    assert_eq!(again["order"]["status"], json!("PENDING"));
+    assert_eq!(again["payment"]["state"], json!("unconfirmed"));
+
+    let listed = run_json(dir, &["payments", "list", "--env", "live", &order_id]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!((&listed[0]["txid"], &listed[0]["state"]), (&json!(txid), &json!("unconfirmed")));
+    assert_eq!(number_text(&listed[0]["amount"]), "19.99");
+    assert_eq!(listed[0]["settled_at"], Value::Null);
+
+    // Final on chain: PAID.
+    let confirmed = run_json(dir, &["payments", "confirm", "--env", "live", txid]);
+    assert_eq!((&confirmed["txid"], &confirmed["duplicate"]), (&json!(txid), &json!(false)));
+    assert_eq!(confirmed["payment"]["state"], json!("confirmed"));
+    assert_eq!(confirmed["events"][0]["type"], json!("order.paid"));
+    assert_eq!((&confirmed["order"]["status"], &confirmed["invoice"]["status"]), (&json!("PAID"), &json!("PAID")));
+    assert_eq!(number_text(&confirmed["invoice"]["receive_amount"]), "19.99");
+    assert_eq!(confirmed["invoice"]["receive_currency"], json!("USD"));
+
+    // Repeats are no-ops; contradictions are refused.
+    let again = run_json(dir, &["payments", "confirm", "--env", "live", txid]);
+    assert_eq!((&again["duplicate"], &again["events"]), (&json!(true), &json!([])));
+    let again = run_json(dir, &["payments", "record", "--env", "live", &order_id, txid, "19.99"]);
+    assert_eq!((&again["duplicate"], &again["events"]), (&json!(true), &json!([])), "{again}");
+    assert_eq!(again["order"]["status"], json!("PAID"));
+    let message = run_fails(dir, &["payments", "record", "--env", "live", &order_id, txid, "20"]);
+    assert!(message.starts_with("error: amount") && message.contains("already recorded"), "{message}");
+    let message = run_fails(dir, &["payments", "reject", "--env", "live", txid]);
+    assert!(message.contains("already confirmed"), "{message}");
+
+    let listed = run_json(dir, &["payments", "list", "--env", "live", &order_id]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "still one payment: {listed}");
+    assert_eq!(listed[0]["state"], json!("confirmed"));
+    assert!(listed[0]["settled_at"].is_string(), "{listed}");
+    let shown = run_json(dir, &["orders", "show", "--env", "live", &order_id]);
+    let types: Vec<&str> =
+        shown["events"].as_array().expect("events").iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["order.pending", "order.paid"]);
+    assert_eq!(shop.service.order(&order_id).expect("order").order.status, coinorder::OrderStatus::Paid);
+
+    // The live payment is invisible to the sandbox.
+    let message = run_fails(dir, &["payments", "list", "--env", "sandbox", &order_id]);
+    assert!(message.contains("not found"), "{message}");
+    let message = run_fails(dir, &["payments", "confirm", "--env", "sandbox", txid]);
+    assert!(message.contains("no payment"), "{message}");
+
+    // A rejected payment fails the order; a confirmed one pays at once.
+    let failing = shop.order("5");
+    run_json(dir, &["payments", "record", "--env", "live", &failing, "tx-dropped", "5", "--unconfirmed"]);
+    let rejected = run_json(dir, &["payments", "reject", "--env", "live", "tx-dropped"]);
+    assert_eq!(rejected["payment"]["state"], json!("rejected"));
+    assert_eq!(
+        (&rejected["events"][0]["type"], &rejected["order"]["status"]),
+        (&json!("order.failed"), &json!("FAILED"))
+    );
+    let direct = shop.order("5");
+    let paid = run_json(dir, &["payments", "record", "--env", "live", &direct, "tx-final", "5"]);
+    assert_eq!(paid["payment"]["state"], json!("confirmed"));
+    assert_eq!((&paid["events"][0]["type"], &paid["order"]["status"]), (&json!("order.paid"), &json!("PAID")));
+
+    // Amounts are exact decimals in the invoice's coin; unknown ids and txids are errors.
+    let other = shop.order("5");
+    let message = run_fails(dir, &["payments", "record", "--env", "live", &other, "tx-x", "0.0000001"]);
+    assert!(message.starts_with("error: amount") && message.contains("6 decimal places"), "{message}");
+    for args in [
+        &["payments", "record", "--env", "live", other.as_str(), "tx-x", "1,5"][..],
+        &["payments", "record", "--env", "live", other.as_str(), "tx-x", "abc"],
+        &["payments", "record", other.as_str(), "tx-x", "1"],
+        &["payments", "confirm", "tx-x"],
+    ] {
+        let output = run(dir, args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+    }
+    let message = run_fails(dir, &["payments", "record", "--env", "live", &other, "tx-x", "0"]);
+    assert!(message.starts_with("error: amount"), "{message}");
+    let message = run_fails(dir, &["payments", "confirm", "--env", "live", "tx-nope"]);
+    assert!(message.contains("no payment"), "{message}");
+    let message =
+        run_fails(dir, &["payments", "record", "--env", "live", "00000000-0000-4000-8000-000000000000", "tx-y", "1"]);
+    assert!(message.contains("not found"), "{message}");
+    assert_eq!(run_json(dir, &["payments", "list", "--env", "live", &other]), json!([]));
+}
+
+#[test]
+fn payments_commands_work_in_the_sandbox_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let shop = Shop::open(dir, coinorder::Environment::Sandbox);
+    let order_id = shop.order("10");
+    let part = run_json(dir, &["payments", "record", "--env", "sandbox", &order_id, "tx-1", "4"]);
+    assert_eq!(part["order"]["status"], json!("PENDING"), "confirmed but short: {part}");
+    let rest = run_json(dir, &["payments", "record", "--env", "sandbox", &order_id, "tx-2", "6"]);
+    assert_eq!(rest["order"]["status"], json!("PAID"));
+    let listed = run_json(dir, &["payments", "list", "--env", "sandbox", &order_id]);
+    let txids: Vec<&str> = listed.as_array().expect("array").iter().filter_map(|p| p["txid"].as_str()).collect();
+    assert_eq!(txids, ["tx-1", "tx-2"]);
+    let message = run_fails(dir, &["payments", "list", "--env", "live", &order_id]);
+    assert!(message.contains("not found"), "{message}");
+}
+
+#[test]
+fn help_documents_payments() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (args, words) in [
+        (&["--help"][..], &["payments", "payments record"][..]),
+        (&["payments", "--help"], &["record", "confirm", "reject", "list", "idempotent", "live"]),
+        (
+            &["payments", "record", "--help"],
+            &["--env", "--unconfirmed", "ORDER_ID", "TXID", "AMOUNT", "exact decimal", "PENDING", "PAID", "no-op"],
+        ),
+        (&["payments", "confirm", "--help"], &["--env", "TXID", "PAID"]),
+        (&["payments", "reject", "--help"], &["--env", "TXID", "FAILED"]),
+        (&["payments", "list", "--help"], &["--env", "ORDER_ID", "state"]),
+    ] {
+        let output = run(dir.path(), args);
+        assert!(output.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        for word in words {
+            assert!(text.contains(word), "{args:?} lacks {word}: {text}");
+        }
+    }
+}
+
+#[test]
+fn commands_never_create_a_database_by_accident() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let expected = |path: &str| {
+        format!("error: no database at {path} (create one with `coinorder keys create` or `coinorder serve`)\n")
+    };
+    let id = "00000000-0000-4000-8000-000000000000";
+    for args in [
+        &["keys", "list"][..],
+        &["keys", "activate", "key_x"],
+        &["keys", "deactivate", "key_x"],
+        &["keys", "delete", "key_x"],
+        &["keys", "set-webhook", "key_x", "https://shop.example/hook"],
+        &["keys", "clear-webhook", "key_x"],
+        &["keys", "rotate-secret", "key_x"],
+        &["rates", "list", "--env", "live"],
+        &["rates", "delete", "--env", "live", "BTC", "USD"],
+        &["sandbox", "pay", id],
+        &["sandbox", "confirm", "tx"],
+        &["sandbox", "reject", "tx"],
+        &["sandbox", "cancel", id],
+        &["sandbox", "expire", id],
+        &["orders", "show", "--env", "live", id],
+        &["orders", "mark-paid", "--env", "live", id],
+        &["orders", "cancel", "--env", "live", id],
+        &["payments", "record", "--env", "live", id, "tx", "1"],
+        &["payments", "confirm", "--env", "live", "tx"],
+        &["payments", "reject", "--env", "live", "tx"],
+        &["payments", "list", "--env", "live", id],
+        &["webhooks", "list"],
+        &["webhooks", "redeliver", "msg_x"],
+        &["webhooks", "deliver"],
+        &["emails", "list"],
+        &["emails", "send", "--smtp-url", "smtp://127.0.0.1:9"],
+    ] {
+        let output = run(dir, &[&["--db", "shpo.db"][..], args].concat());
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), expected("shpo.db"), "{args:?}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+    // The default path, COINORDER_DB, and `db` from a settings file alike.
+    assert_eq!(stderr(&run(dir, &["keys", "list"])), expected("./coinorder.db"));
+    let output = coinorder(dir).env("COINORDER_DB", "env.db").args(["orders", "show", "--env", "live", id]).output();
+    assert_eq!(stderr(&output.expect("run")), expected("env.db"));
+    std::fs::write(dir.join("settings.toml"), "db = \"from-file.db\"\n").expect("write settings");
+    let output = run(dir, &["webhooks", "list", "--config", "settings.toml"]);
+    assert_eq!(stderr(&output), expected("./from-file.db"), "relative to the settings file");
+    // Nothing was created: neither a database nor its key file.
+    let mut left: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["settings.toml"], "files created by read-only commands");
+
+    // The commands that make a database still do, and then the others work on it.
+    run_json(dir, &["--db", "rates.db", "rates", "set", "--env", "live", "BTC", "USD", "1"]);
+    assert!(dir.join("rates.db").exists() && dir.join("rates.db.key").exists());
+    assert_eq!(run_json(dir, &["--db", "rates.db", "keys", "list"]), json!([]));
+    run_json(dir, &["--db", "keys.db", "keys", "create", "--user-id", "1", "--env", "sandbox"]);
+    assert_eq!(run_json(dir, &["--db", "keys.db", "rates", "list", "--env", "live"]), json!([]));
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "served.db"]);
+    assert!(dir.join("served.db").exists(), "serve creates its database");
+    assert_eq!(server.terminate().code(), Some(0));
+    assert_eq!(run_json(dir, &["--db", "served.db", "webhooks", "list"]), json!([]));
 }

@@ -3,7 +3,9 @@
 //!
 //! Every command works on one SQLite database (`--db`, `COINORDER_DB`, default
 //! `./coinorder.db`) and prints JSON on stdout; failures print `error: <message>` on
-//! stderr and exit with status 1 (2 for a malformed command line).
+//! stderr and exit with status 1 (2 for a malformed command line). Only `keys create`,
+//! `serve` and `rates set` create a missing database; the others refuse a path where
+//! there is none, so a mistyped `--db` never leaves an empty database behind.
 //!
 //! `serve`, `webhooks` and `emails` also read a TOML settings file (`--config`, see
 //! `coinorder.example.toml`); flags given on the command line win over it.
@@ -52,6 +54,9 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
   coinorder serve --env sandbox --addr 127.0.0.1:8080
   coinorder sandbox pay 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11 --unconfirmed
   coinorder sandbox confirm sandbox_tx_0123456789abcdef0123456789abcdef
+  coinorder payments record --env live 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11 \\
+      4a5e1e4baab89f3a32518a88c31bc87f618f76673e2cc77ab2127b7afdeda33b 0.0025 --unconfirmed
+  coinorder payments confirm --env live 4a5e1e4baab89f3a32518a88c31bc87f618f76673e2cc77ab2127b7afdeda33b
   coinorder serve --env sandbox --smtp-url smtp://127.0.0.1:2525
   coinorder serve --config /etc/coinorder.toml
   coinorder webhooks list --order 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11
@@ -59,7 +64,9 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
   coinorder emails list --env live --limit 10
   COINORDER_DB=/var/lib/coinorder/orders.db coinorder serve --env live")]
 struct Cli {
-    /// SQLite database file; created (with its `<PATH>.key` secret file) if missing.
+    /// SQLite database file. `keys create`, `serve` and `rates set` create it (with its
+    /// `<PATH>.key` secret file) if missing; every other command fails when it does not
+    /// exist.
     ///
     /// Accepted before or after the subcommand.
     #[arg(long, global = true, value_name = "PATH", env = "COINORDER_DB", default_value = "./coinorder.db")]
@@ -102,11 +109,21 @@ enum Command {
     #[command(subcommand)]
     Rates(RatesCommand),
     /// Simulate payments on sandbox orders (spec §1); live orders and payments are not
-    /// visible to these commands.
+    /// visible to these commands (record real ones with `payments`).
     ///
     /// Each command prints the order with its invoice as JSON after the step.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Feed payments seen on chain into orders, as the host's chain watcher: for hosts
+    /// that watch the chain from a script or cron job rather than through the Rust API
+    /// (`record_payment`, `confirm_payment`, `reject_payment`).
+    ///
+    /// Works in live and sandbox (--env), on that environment's orders only. Every
+    /// command is idempotent by transaction id: repeating one changes nothing and
+    /// prints `"duplicate": true`. Each prints the `txid`, the payment, the events it
+    /// emitted (which become webhooks) and the order with its invoice after the step.
+    #[command(subcommand)]
+    Payments(PaymentsCommand),
     /// Inspect and settle orders by hand, as the host (any merchant's orders).
     #[command(subcommand)]
     Orders(OrdersCommand),
@@ -314,6 +331,71 @@ enum SandboxCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum PaymentsCommand {
+    /// Record a payment to an order's deposit address, seen on chain.
+    ///
+    /// A confirmed payment (the default) that, with the order's other confirmed
+    /// payments, covers the invoice makes the order PAID; one that falls short, or
+    /// --unconfirmed, makes it PENDING. An unconfirmed payment is settled later with
+    /// `payments confirm` or `payments reject`. A payment first seen after the quote
+    /// expired is recorded as late (`order.paid_late`) and does not pay the order
+    /// (accept it with `orders mark-paid`).
+    ///
+    /// Recording the same TXID again is a no-op, except that recording without
+    /// --unconfirmed a payment recorded unconfirmed confirms it (so a watcher may
+    /// report each transaction on every run until it is final). The same TXID with
+    /// another amount or for another order is refused.
+    Record {
+        /// The environment the order belongs to.
+        #[arg(long, value_name = "ENV")]
+        env: EnvArg,
+        /// The order's id (`order_id`).
+        order_id: String,
+        /// The transaction id on chain (1 to 256 printable characters); it identifies
+        /// the payment from now on.
+        txid: String,
+        /// The amount received, an exact decimal in the invoice's crypto currency (e.g.
+        /// 0.0025 BTC, 19.99 USDT); never rounded: more places than the coin has is an
+        /// error.
+        #[arg(value_parser = parse_amount)]
+        amount: Decimal,
+        /// The payment is seen but not yet final (too few confirmations).
+        #[arg(long)]
+        unconfirmed: bool,
+    },
+    /// Confirm an unconfirmed payment by its TXID: the order becomes PAID once its
+    /// confirmed payments cover the invoice (also after the quote expired, if the
+    /// payment was seen in time).
+    Confirm {
+        /// The environment the payment belongs to.
+        #[arg(long, value_name = "ENV")]
+        env: EnvArg,
+        /// The payment's transaction id, as given to `payments record`.
+        txid: String,
+    },
+    /// Reject an unconfirmed payment that will never be final (dropped, double spent):
+    /// a PENDING order it was paying becomes FAILED. A confirmed payment cannot be
+    /// rejected.
+    Reject {
+        /// The environment the payment belongs to.
+        #[arg(long, value_name = "ENV")]
+        env: EnvArg,
+        /// The payment's transaction id, as given to `payments record`.
+        txid: String,
+    },
+    /// List an order's payments, oldest first: txid, amount, currency, state
+    /// (unconfirmed, confirmed, rejected), whether it counts toward the invoice (seen
+    /// before the quote expired), when it was seen and settled.
+    List {
+        /// The environment the order belongs to.
+        #[arg(long, value_name = "ENV")]
+        env: EnvArg,
+        /// The order's id (`order_id`).
+        order_id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum OrdersCommand {
     /// Print an order with its invoice, payments and events.
     Show {
@@ -479,6 +561,7 @@ fn run(cli: Cli, db_given: bool) -> CliResult<()> {
         Command::Serve(args) => serve(&db, args),
         Command::Rates(command) => rates(&db.path, command),
         Command::Sandbox(command) => sandbox(&db.path, command),
+        Command::Payments(command) => payments(&db.path, command),
         Command::Orders(command) => orders(&db.path, command),
         Command::Webhooks(command) => webhooks(&db, command),
         Command::Emails(command) => emails(&db, command),
@@ -653,13 +736,30 @@ fn open(db: &Path, config: Config) -> CliResult<Service> {
     Service::open(db, config).map_err(|e| format!("cannot open database {}: {e}", db.display()))
 }
 
+/// Opens a database that must already exist: every command but `keys create`, `serve`
+/// and `rates set`, so that a mistyped `--db` is an error rather than a new, empty
+/// database (and key file) that the command then reports nothing from.
+fn open_existing(db: &Path, config: Config) -> CliResult<Service> {
+    match db.try_exists() {
+        Ok(true) => open(db, config),
+        Ok(false) => Err(format!(
+            "no database at {} (create one with `coinorder keys create` or `coinorder serve`)",
+            db.display()
+        )),
+        Err(e) => Err(format!("cannot open database {}: {e}", db.display())),
+    }
+}
+
 fn keys(db: &Path, command: KeysCommand) -> CliResult<()> {
     // Key management works on keys of both environments whatever the service's own.
     let environment = match &command {
         KeysCommand::Create { env, .. } => Environment::from(*env),
         _ => Environment::Sandbox,
     };
-    let service = open(db, Config::new(environment))?;
+    let service = match &command {
+        KeysCommand::Create { .. } => open(db, Config::new(environment))?,
+        _ => open_existing(db, Config::new(environment))?,
+    };
     let output = match command {
         KeysCommand::Create { user_id, env, webhook_url } => {
             let created = service
@@ -812,7 +912,7 @@ fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
         apply_send_settings(&mut config, send, &file)?;
     }
     let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
-    let service = open(&db.resolve(&file), config)?;
+    let service = open_existing(&db.resolve(&file), config)?;
     let output = match command {
         WebhooksCommand::List { order: Some(order_id), .. } => {
             Value::Array(service.event_deliveries(&order_id).map_err(fail)?.iter().map(delivery_json).collect())
@@ -854,7 +954,7 @@ fn emails(db: &DbPath, command: EmailsCommand) -> CliResult<()> {
         }
     }
     let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
-    let service = open(&db.resolve(&file), config)?;
+    let service = open_existing(&db.resolve(&file), config)?;
     let output = match command {
         EmailsCommand::List { order, limit, .. } => {
             if let Some(order_id) = &order {
@@ -971,7 +1071,10 @@ fn rates(db: &Path, command: RatesCommand) -> CliResult<()> {
     let env = match &command {
         RatesCommand::Set { env, .. } | RatesCommand::List { env } | RatesCommand::Delete { env, .. } => *env,
     };
-    let service = open(db, Config::new(env.into()))?;
+    let service = match &command {
+        RatesCommand::Set { .. } => open(db, Config::new(env.into()))?,
+        _ => open_existing(db, Config::new(env.into()))?,
+    };
     let output = match command {
         RatesCommand::Set { crypto, fiat, rate, valid_until, .. } => {
             let set = service
@@ -1001,7 +1104,7 @@ fn rate_json(rate: &coinorder::Rate) -> Value {
 }
 
 fn sandbox(db: &Path, command: SandboxCommand) -> CliResult<()> {
-    let service = open(db, Config::new(Environment::Sandbox))?;
+    let service = open_existing(db, Config::new(Environment::Sandbox))?;
     let output = match command {
         SandboxCommand::Pay { order_id, amount, unconfirmed } => {
             let amount = match amount {
@@ -1016,6 +1119,28 @@ fn sandbox(db: &Path, command: SandboxCommand) -> CliResult<()> {
         SandboxCommand::Cancel { order_id } => order_json(&service.customer_cancel(&order_id).map_err(fail)?),
         SandboxCommand::Expire { order_id } => {
             order_json(&service.simulate(&order_id, &SimulateAction::Expire).map_err(fail)?)
+        }
+    };
+    print_json(&output)
+}
+
+/// `payments`: the host's chain watcher by hand, in either environment.
+fn payments(db: &Path, command: PaymentsCommand) -> CliResult<()> {
+    let env = match &command {
+        PaymentsCommand::Record { env, .. }
+        | PaymentsCommand::Confirm { env, .. }
+        | PaymentsCommand::Reject { env, .. }
+        | PaymentsCommand::List { env, .. } => *env,
+    };
+    let service = open_existing(db, Config::new(env.into()))?;
+    let output = match command {
+        PaymentsCommand::Record { order_id, txid, amount, unconfirmed, .. } => {
+            outcome_json(&service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(fail)?)
+        }
+        PaymentsCommand::Confirm { txid, .. } => outcome_json(&service.confirm_payment(&txid).map_err(fail)?),
+        PaymentsCommand::Reject { txid, .. } => outcome_json(&service.reject_payment(&txid).map_err(fail)?),
+        PaymentsCommand::List { order_id, .. } => {
+            Value::Array(service.order_payments(&order_id).map_err(fail)?.iter().map(payment_json).collect())
         }
     };
     print_json(&output)
@@ -1040,7 +1165,7 @@ fn orders(db: &Path, command: OrdersCommand) -> CliResult<()> {
             *env
         }
     };
-    let service = open(db, Config::new(env.into()))?;
+    let service = open_existing(db, Config::new(env.into()))?;
     let output = match command {
         OrdersCommand::Show { order_id, .. } => {
             let mut value = order_json(&service.order(&order_id).map_err(fail)?);
@@ -1128,8 +1253,9 @@ fn event_json(event: &Event) -> Value {
     })
 }
 
-/// A payment step: the `txid` first (what `sandbox confirm`/`reject` take), the payment,
-/// the events it emitted, and the order after it.
+/// A payment step: the `txid` first (what `sandbox`/`payments` `confirm` and `reject`
+/// take), whether it repeated an earlier step (`duplicate`), the payment, the events it
+/// emitted, and the order after it.
 fn outcome_json(outcome: &PaymentOutcome) -> Value {
     let mut value = json!({
         "txid": outcome.payment.txid,
