@@ -126,9 +126,10 @@ impl Default for RateLimit {
 /// The SMTP server payment-link e-mails are sent through.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SmtpConfig {
-    /// `smtp://host:port` (plain, upgraded with STARTTLS when offered), `smtp://...?tls=required`
+    /// `smtp://host:port` (unencrypted: for a local relay only),
+    /// `smtp://host:port?tls=opportunistic` (STARTTLS when offered), `smtp://...?tls=required`
     /// (STARTTLS required) or `smtps://host:port` (TLS from the start); credentials may be
-    /// given as `smtp://user:password@host`.
+    /// given as `smtp://user:password@host` (use them only with TLS).
     pub url: String,
     /// The sender address, e.g. `Shop <pay@shop.example>`.
     pub from: String,

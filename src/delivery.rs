@@ -18,7 +18,6 @@ use serde::Serialize;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
-use crate::config::Environment;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::payments::Event;
@@ -312,11 +311,9 @@ impl Service {
         claimed: &ClaimedEvent,
         log: &mut WebhookAttempt,
     ) -> Outcome {
-        if self.environment() == Environment::Live && !self.config().allow_private_webhook_targets {
-            if let Err(reason) = check_public_target(url) {
-                return Outcome::GiveUp(reason);
-            }
-        }
+        // A live service's agent checks every address it connects to (PublicOnlyResolver):
+        // a target refused there is given up at once, while a lookup that fails (a DNS
+        // outage) is retried on the schedule like any other connection failure.
         let timestamp = self.now().as_millis().div_euclid(1000);
         let body = claimed.payload.as_bytes();
         let signature = match signature::sign(secret.expose(), &claimed.event_id, timestamp, body) {
@@ -333,6 +330,9 @@ impl Service {
             .send(body);
         let mut response = match response {
             Ok(response) => response,
+            Err(error @ ureq::Error::BadUri(_)) if error.to_string().contains(REFUSED_IN_LIVE) => {
+                return Outcome::GiveUp(transport_error(&error))
+            }
             Err(error) => return Outcome::Retry { error: transport_error(&error), retry_after: None },
         };
         let status = response.status().as_u16();
@@ -402,7 +402,7 @@ impl Service {
 /// Builds the agent webhooks are sent with: keep-alive (an idle connection kept for
 /// every concurrent sender), no redirects, a timeout. With `public_only`, every address
 /// a connection is made to is checked at resolution time, so a host whose DNS answer
-/// changes after [`check_public_target`] (DNS rebinding) still cannot reach a private one.
+/// changes after [`private_target_reason`] (DNS rebinding) still cannot reach a private one.
 pub(crate) fn http_agent(timeout: Duration, concurrency: usize, public_only: bool) -> ureq::Agent {
     let idle = concurrency.max(1) * 2;
     let config = ureq::Agent::config_builder()
@@ -412,6 +412,9 @@ pub(crate) fn http_agent(timeout: Duration, concurrency: usize, public_only: boo
         .user_agent("coinorder-webhooks")
         .max_idle_connections(idle.max(64))
         .max_idle_connections_per_host(idle)
+        // Through a proxy the resolver would only see the proxy's address, so a checked
+        // agent connects directly and ignores HTTP(S)_PROXY.
+        .proxy(if public_only { None } else { ureq::Proxy::try_from_env() })
         .build();
     if public_only {
         ureq::Agent::with_parts(config, DefaultConnector::default(), PublicOnlyResolver::default())
@@ -436,7 +439,7 @@ impl Resolver for PublicOnlyResolver {
         let addresses = self.inner.resolve(uri, config, timeout)?;
         match addresses.iter().find(|address| !is_public(address.ip())) {
             Some(address) => Err(ureq::Error::BadUri(format!(
-                "webhook target resolves to non-public address {}; refused in live",
+                "webhook target resolves to non-public address {}; {REFUSED_IN_LIVE}",
                 address.ip()
             ))),
             None => Ok(addresses),
@@ -461,34 +464,26 @@ fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     u64::try_from(at - now.as_millis()).ok().map(Duration::from_millis)
 }
 
+/// Ends the refusal text of [`PublicOnlyResolver`]: how a refused target (given up at
+/// once) is told from a failed connection (retried).
+const REFUSED_IN_LIVE: &str = "refused in live";
+
 /// The reason to refuse `url` as a live webhook target when its host is, or resolves
 /// to, a non-public address; `None` when it is public or cannot be resolved right now
-/// (a DNS hiccup must not refuse an order: the check runs again before every attempt).
+/// (a DNS hiccup must not refuse an order: every connection is checked again).
 pub(crate) fn private_target_reason(url: &str) -> Option<String> {
-    match check_public_target(url) {
-        Err(reason) if reason.contains("non-public") => Some(reason),
-        _ => None,
-    }
-}
-
-/// Refuses a URL whose host is, or resolves to, a loopback, private, link-local or
-/// otherwise non-public address.
-pub(crate) fn check_public_target(url: &str) -> std::result::Result<(), String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("bad webhook URL: {e}"))?;
-    let host = parsed.host_str().ok_or("webhook URL has no host")?;
+    let parsed = url::Url::parse(url).ok()?;
+    let host = parsed.host_str()?.trim_start_matches('[').trim_end_matches(']');
     let port = parsed.port_or_known_default().unwrap_or(443);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let addresses: Vec<IpAddr> =
-        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.map(|a| a.ip()).collect();
-    if addresses.is_empty() {
-        return Err(format!("cannot resolve {host}"));
-    }
-    match addresses.iter().find(|ip| !is_public(**ip)) {
-        Some(ip) => Err(format!("webhook target {host} resolves to non-public address {ip}; refused in live")),
-        None => Ok(()),
-    }
+    let mut addresses = (host, port).to_socket_addrs().ok()?;
+    addresses.find(|address| !is_public(address.ip())).map(|address| {
+        format!("webhook target {host} resolves to non-public address {}; {REFUSED_IN_LIVE}", address.ip())
+    })
 }
 
+/// False for every address a webhook must not reach from a live service: loopback,
+/// private, link-local, shared (CGNAT), multicast, reserved, documentation and benchmark
+/// ranges, and IPv6 forms that carry such an IPv4 address (mapped, compatible, NAT64, 6to4).
 fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -499,15 +494,32 @@ fn is_public(ip: IpAddr) -> bool {
                 || v4.is_unspecified()
                 || v4.is_broadcast()
                 || v4.is_documentation()
+                || v4.is_multicast()
                 || a == 0
-                || (a == 100 && (64..128).contains(&b)))
+                || a >= 240
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (18..20).contains(&b)))
         }
         IpAddr::V6(v6) => {
+            let s = v6.segments();
+            let embedded =
+                |high: u16, low: u16| IpAddr::V4(std::net::Ipv4Addr::from((u32::from(high) << 16) | u32::from(low)));
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_public(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            !(v6.is_loopback() || v6.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80)
+            if s[..6] == [0; 6] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                // IPv4-compatible (also :: and ::1) and NAT64: the IPv4 address in the low bits decides.
+                return !v6.is_loopback() && !v6.is_unspecified() && is_public(embedded(s[6], s[7]));
+            }
+            if s[0] == 0x2002 {
+                // 6to4 relays to the IPv4 address in bits 16..48.
+                return is_public(embedded(s[1], s[2]));
+            }
+            !((s[0] & 0xfe00) == 0xfc00          // unique local
+                || (s[0] & 0xffc0) == 0xfe80     // link-local
+                || (s[0] & 0xff00) == 0xff00     // multicast
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64
+                || (s[0] == 0x2001 && s[1] == 0xdb8)) // documentation
         }
     }
 }
@@ -530,10 +542,28 @@ mod tests {
             "http://[fe80::1]/",
             "http://100.64.0.1/",
             "http://0.0.0.0/",
+            "http://224.0.0.1/",
+            "http://240.0.0.1/",
+            "http://198.18.0.1/",
+            "http://[ff02::1]/",
+            "http://[::ffff:10.0.0.1]/",
+            "http://[::10.0.0.1]/",
+            "http://[64:ff9b::a00:1]/", // NAT64 of 10.0.0.1
+            "http://[64:ff9b:1::1]/",   // local-use NAT64
+            "http://[2002:a00:1::1]/",  // 6to4 of 10.0.0.1
+            "http://[2002:7f00:1::1]/", // 6to4 of 127.0.0.1
         ] {
-            assert!(check_public_target(url).is_err(), "{url} allowed");
+            assert!(private_target_reason(url).is_some(), "{url} allowed");
         }
-        assert!(check_public_target("http://93.184.215.14/hook").is_ok());
+        for url in [
+            "http://93.184.215.14/hook",
+            "http://[64:ff9b::5db8:d70e]/", // NAT64 of 93.184.215.14
+            "http://[2002:5db8:d70e::1]/",  // 6to4 of 93.184.215.14
+            "http://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/",
+            "http://no-such-host.invalid/", // unresolvable now: checked again when connecting
+        ] {
+            assert_eq!(private_target_reason(url), None, "{url} refused");
+        }
     }
 
     #[test]

@@ -138,22 +138,30 @@ impl Service {
 
     /// Sends up to `limit` due e-mails over the configured SMTP server. Without SMTP
     /// configured it sends nothing and the e-mails stay pending.
+    ///
+    /// Each e-mail is leased on its own, just before it is sent, for as long as one SMTP
+    /// exchange can take (ten timeouts plus 30 s): however slow the
+    /// server and however large `limit`, no lease runs out while its e-mail still waits
+    /// in this call, so two workers or processes never send the same e-mail at once.
     pub fn send_due_emails(&self, limit: usize) -> Result<EmailReport> {
         let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
-        let now = self.now();
         let token = keys::random_base62(24);
-        let lease_ms = 120_000;
-        let claimed = self
-            .store
-            .write(|db| db.claim_due_emails(self.environment(), now, now.plus_ms(lease_ms), &token, limit as i64))?;
-        let mut report = EmailReport { attempted: claimed.len(), ..EmailReport::default() };
-        if claimed.is_empty() {
-            return Ok(report);
-        }
+        let timeout_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 64);
+        let lease_ms = timeout_ms.saturating_mul(EMAIL_LEASE_TIMEOUTS).saturating_add(30_000);
         let transport = SmtpTransport::from_url(&smtp.url)
             .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
             .map_err(|e| e.to_string());
-        for email in claimed {
+        let mut report = EmailReport::default();
+        while report.attempted < limit {
+            let now = self.now();
+            let Some(email) = self
+                .store
+                .write(|db| db.claim_due_emails(self.environment(), now, now.plus_ms(lease_ms), &token, 1))?
+                .pop()
+            else {
+                break;
+            };
+            report.attempted += 1;
             // A payment link for an order that is already paid, cancelled or expired would
             // only ask the customer to pay again: it is dropped, not sent.
             let status = self.order(&email.order_id)?.order.status;
@@ -183,6 +191,10 @@ impl Service {
         Ok(report)
     }
 }
+
+/// How many timeouts one e-mail's lease allows: an SMTP exchange is several round
+/// trips (connect, greeting, EHLO, STARTTLS, AUTH, MAIL, RCPT, DATA), each with its own timeout.
+const EMAIL_LEASE_TIMEOUTS: i64 = 10;
 
 /// Why an e-mail was not sent.
 enum NotSent {

@@ -77,7 +77,8 @@ pub fn verify(
     let timestamp = timestamp.ok_or(VerifyError::MissingHeader("webhook-timestamp"))?;
     let signatures = signatures.ok_or(VerifyError::MissingHeader("webhook-signature"))?;
     let timestamp: i64 = timestamp.trim().parse().map_err(|_| VerifyError::BadTimestamp)?;
-    if (now - timestamp).abs() > TIMESTAMP_TOLERANCE_SECS {
+    // abs_diff: a hostile timestamp such as i64::MIN must neither overflow nor wrap into range.
+    if now.abs_diff(timestamp) > TIMESTAMP_TOLERANCE_SECS.unsigned_abs() {
         return Err(VerifyError::StaleTimestamp);
     }
     let expected = mac(&key, msg_id, timestamp, body)?;
@@ -129,5 +130,13 @@ mod tests {
             verify(SECRET, None, Some("1"), Some(SIGNATURE), BODY, TIMESTAMP),
             Err(VerifyError::MissingHeader("webhook-id"))
         );
+    }
+
+    #[test]
+    fn extreme_timestamps_are_stale_not_a_panic_or_a_wrap() {
+        for (timestamp, now) in [(i64::MIN, TIMESTAMP), (i64::MAX, TIMESTAMP), (i64::MIN, 0), (TIMESTAMP, i64::MIN)] {
+            let result = verify(SECRET, Some(MSG_ID), Some(&timestamp.to_string()), Some(SIGNATURE), BODY, now);
+            assert_eq!(result, Err(VerifyError::StaleTimestamp), "timestamp {timestamp} at {now}");
+        }
     }
 }

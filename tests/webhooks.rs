@@ -304,6 +304,30 @@ fn per_order_events_are_first_attempted_in_sequence_order() {
 }
 
 #[test]
+fn a_second_deliverer_waits_while_an_earlier_event_of_the_order_is_in_flight() {
+    let rx = Receiver::start();
+    // The first answer is held, so event 1's attempt is still in flight in one deliverer
+    // when another (a second process, `webhooks deliver`) looks for work.
+    rx.push(Reply::slow(Duration::from_millis(1_500), 200));
+    let env = manual(|_| {});
+    let other = Service::open(env.db_path(), env.svc.config().clone()).expect("second service");
+    let order = env.order(Some(&rx.url()));
+    let pending = env.pay(&order, "4").remove(0);
+    let paid = env.pay(&order, "6").remove(0);
+
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| env.svc.deliver_due(100).expect("deliver (first service)"));
+        assert_eq!(rx.wait_for(1, WAIT)[0].webhook_id(), pending.event_id, "event 1 is being sent");
+        let meanwhile = other.deliver_due(100).expect("deliver (second service)");
+        assert_eq!(meanwhile.attempted, 0, "event 2 must wait for event 1's attempt: {meanwhile:?}");
+        assert_eq!(first.join().expect("join").delivered, 1);
+    });
+    assert_eq!(other.deliver_due(100).expect("deliver").delivered, 1, "then event 2 goes");
+    let ids: Vec<String> = rx.requests().iter().map(|r| r.webhook_id().to_string()).collect();
+    assert_eq!(ids, [pending.event_id, paid.event_id]);
+}
+
+#[test]
 fn a_failing_earlier_event_does_not_hold_back_the_next_one_forever() {
     let rx = Receiver::start();
     rx.push(Reply::status(500));
@@ -404,6 +428,24 @@ fn live_refuses_a_loopback_target_unless_allowed() {
     }
     assert_eq!(strict.deliver_due(100).expect("deliver").attempted, 0, "given up for good");
     assert_eq!(rx.count(), 0, "nothing may reach a private address in live");
+}
+
+#[test]
+fn live_retries_a_target_whose_name_cannot_be_resolved_now() {
+    // `.invalid` never resolves (RFC 6761): a DNS outage must delay a live webhook, not
+    // fail it for good, and it must not refuse the order either.
+    let env = open(Environment::Live, true, |c| c.webhook_timeout = Duration::from_secs(5));
+    assert!(!env.svc.config().allow_private_webhook_targets);
+    let (order_id, event) = env.paid_order(Some("http://no-such-host.invalid/hook"));
+    for attempt in 1..=2 {
+        let report = env.deliver();
+        assert_eq!((report.attempted, report.retrying, report.failed), (1, 1, 0), "attempt {attempt}: {report:?}");
+        let d = env.delivery(&event);
+        assert_eq!((d.state, d.attempts), (DeliveryState::Pending, attempt), "{:?}", d.last_error);
+        assert!(!d.last_error.clone().unwrap_or_default().contains("non-public"), "{:?}", d.last_error);
+        env.advance(d.next_attempt_at.0 - env.now_ms());
+    }
+    assert_eq!(env.deliveries(&order_id).len(), 1);
 }
 
 #[test]

@@ -77,7 +77,9 @@ fn email_row(row: &Row<'_>) -> rusqlite::Result<Email> {
 
 impl Conn<'_> {
     /// Leases up to `limit` due events. An event whose order has an earlier event not yet
-    /// attempted waits, so each order's events are first attempted in `sequence` order.
+    /// attempted, or leased right now (its attempt may still be in flight in another
+    /// worker or process), waits, so each order's events are first attempted in
+    /// `sequence` order however many deliverers run.
     pub(crate) fn claim_due_events(
         &self,
         environment: Environment,
@@ -93,7 +95,7 @@ impl Conn<'_> {
                AND e.next_attempt_at <= :now AND e.lease_until <= :now
                AND (e.attempts > 0 OR NOT EXISTS (
                     SELECT 1 FROM events p WHERE p.order_id = e.order_id AND p.sequence < e.sequence
-                      AND p.delivery_state = 'pending' AND p.attempts = 0))
+                      AND p.delivery_state = 'pending' AND (p.attempts = 0 OR p.lease_until > :now)))
              ORDER BY e.next_attempt_at, e.created_at, e.sequence LIMIT :limit",
         )?;
         let rows = stmt.query_map(
@@ -204,13 +206,13 @@ impl Conn<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Puts an event back in the queue, due now, with a fresh schedule.
+    /// Puts an event back in the queue, due now, with a fresh schedule. A lease held
+    /// right now is kept: the attempt in flight finishes before anyone sends it again.
     pub(crate) fn requeue_event(&self, event_id: &str, now: Timestamp) -> Result<bool> {
         let changed = self
             .0
             .prepare_cached(
-                "UPDATE events SET delivery_state = 'pending', attempts = 0, next_attempt_at = :now,
-                        lease_until = 0, lease_token = NULL
+                "UPDATE events SET delivery_state = 'pending', attempts = 0, next_attempt_at = :now
                  WHERE event_id = :event_id",
             )?
             .execute(named_params! {":now": now.as_millis(), ":event_id": event_id})?;
