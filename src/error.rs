@@ -145,7 +145,9 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match &*self.kind {
             ErrorKind::Unauthorized => 401,
-            ErrorKind::NotFound | ErrorKind::KeyNotFound(_) | ErrorKind::SandboxOnly => 404,
+            // DESIGN §5: 404 is only for a path or method that does not exist (and simulation
+            // on a live service, which does not exist there); every other refusal is a 400.
+            ErrorKind::NotFound | ErrorKind::SandboxOnly => 404,
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
             | ErrorKind::Storage(_)
@@ -204,5 +206,20 @@ impl From<ErrorKind> for Error {
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         Error::new(ErrorKind::Storage(err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_route_or_sandbox_only_call_is_a_404() {
+        assert_eq!(Error::new(ErrorKind::NotFound).http_status(), 404);
+        assert_eq!(Error::new(ErrorKind::SandboxOnly).http_status(), 404);
+        let key = Error::new(ErrorKind::KeyNotFound("key_x".into()));
+        assert_eq!((key.http_status(), key.error_code()), (400, "KEY_NOT_FOUND"));
+        assert_eq!(Error::new(ErrorKind::PaymentNotFound("tx".into())).http_status(), 400);
+        assert_eq!(Error::new(ErrorKind::Unauthorized).http_status(), 401);
     }
 }

@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 pub const MAX_FIAT_AMOUNT: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0); // 1e12
 
 /// Coins we know how to quote, with the number of decimals each is divisible into.
-const COINS: &[(&str, u32)] = &[("USDT", 6), ("USDC", 6), ("BTC", 8), ("ETH", 18), ("LTC", 8), ("TRX", 6), ("SOL", 9)];
+pub(crate) const COINS: &[(&str, u32)] =
+    &[("USDT", 6), ("USDC", 6), ("BTC", 8), ("ETH", 18), ("LTC", 8), ("TRX", 6), ("SOL", 9)];
 
 /// The number of decimals a crypto coin is divisible into, or `None` for an unknown coin.
 pub fn coin_decimals(code: &str) -> Option<u32> {

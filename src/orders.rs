@@ -218,17 +218,18 @@ fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Optio
     }
 }
 
-/// Where the payment page sends the customer's browser once the order is final
-/// (DESIGN §7): for a PAID order its `success_url`, for a CANCELLED one its `cancel_url`,
-/// else (and for any other state) its `callback_url`; with `order_id` and `status` set in
-/// the query (replacing any the merchant put there, so each appears once).
+/// Where the payment page sends the customer's browser once the customer is done: only
+/// a PAID or CANCELLED order redirects (`None` otherwise). The target is the order's
+/// `callback_url` (spec §1, DESIGN §7); an order without one falls back to its
+/// `success_url` (PAID) or `cancel_url` (CANCELLED). `order_id` and `status` are set in
+/// the query, replacing any the merchant put there, so each appears once.
 pub fn callback_redirect_url(order: &Order) -> Option<String> {
     let specific = match order.status {
         OrderStatus::Paid => order.success_url.as_deref(),
         OrderStatus::Cancelled => order.cancel_url.as_deref(),
-        _ => None,
+        _ => return None,
     };
-    let mut url = url::Url::parse(specific.or(order.callback_url.as_deref())?).ok()?;
+    let mut url = url::Url::parse(order.callback_url.as_deref().or(specific)?).ok()?;
     let kept: Vec<(String, String)> = url
         .query_pairs()
         .filter(|(name, _)| name != "order_id" && name != "status")
@@ -448,18 +449,30 @@ mod tests {
     }
 
     #[test]
-    fn the_redirect_prefers_success_and_cancel_urls_and_sets_each_parameter_once() {
+    fn the_redirect_goes_to_the_callback_url_else_success_or_cancel_and_sets_each_parameter_once() {
         let id = "0f0e0d0c-0000-4000-8000-000000000001";
         let paid = order(OrderStatus::Paid, Some("https://shop.example/cb?ref=7&status=X&order_id=Y"), None, None);
         assert_eq!(
             callback_redirect_url(&paid).as_deref(),
             Some(format!("https://shop.example/cb?ref=7&order_id={id}&status=PAID").as_str())
         );
-        let both = order(OrderStatus::Paid, Some("https://a.example/cb"), Some("https://a.example/ok"), None);
-        assert!(callback_redirect_url(&both).unwrap_or_default().starts_with("https://a.example/ok?"));
-        let cancelled = order(OrderStatus::Cancelled, None, Some("https://a.example/ok"), Some("https://a.example/no"));
-        assert!(callback_redirect_url(&cancelled).unwrap_or_default().starts_with("https://a.example/no?"));
+        let all = |status| {
+            order(status, Some("https://a.example/cb"), Some("https://a.example/ok"), Some("https://a.example/no"))
+        };
+        for status in [OrderStatus::Paid, OrderStatus::Cancelled] {
+            assert!(callback_redirect_url(&all(status)).unwrap_or_default().starts_with("https://a.example/cb?"));
+        }
+        let no_callback = |status| order(status, None, Some("https://a.example/ok"), Some("https://a.example/no"));
+        assert!(callback_redirect_url(&no_callback(OrderStatus::Paid))
+            .unwrap_or_default()
+            .starts_with("https://a.example/ok?"));
+        assert!(callback_redirect_url(&no_callback(OrderStatus::Cancelled))
+            .unwrap_or_default()
+            .starts_with("https://a.example/no?"));
         assert_eq!(callback_redirect_url(&order(OrderStatus::Paid, None, None, Some("https://a.example/no"))), None);
+        for status in [OrderStatus::New, OrderStatus::Pending, OrderStatus::Expired, OrderStatus::Failed] {
+            assert_eq!(callback_redirect_url(&all(status)), None, "{status}");
+        }
     }
 
     #[test]

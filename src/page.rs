@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::money::to_json_number;
 use crate::orders::{callback_redirect_url, OrderWithInvoice};
 use crate::service::Service;
-use crate::{OrderStatus, PaymentState};
+use crate::OrderStatus;
 
 /// What the payment page may show about an order: no merchant ids, e-mails or webhook
 /// URLs. `redirect_url` is set once the order is PAID or CANCELLED and has a callback_url.
@@ -24,11 +24,8 @@ use crate::{OrderStatus, PaymentState};
 /// that count and are not rejected; `null` if the payments cannot be read).
 pub fn public_status(service: &Service, current: &OrderWithInvoice) -> Value {
     let (order, invoice) = (&current.order, &current.invoice);
-    let due = due_amount(service, current).map(to_json_number);
-    let redirect = match order.status {
-        crate::OrderStatus::Paid | crate::OrderStatus::Cancelled => callback_redirect_url(order),
-        _ => None,
-    };
+    let due = service.amount_due(&order.order_id).ok().map(to_json_number);
+    let redirect = callback_redirect_url(order);
     json!({
         "order_id": order.order_id,
         "title": order.title,
@@ -49,15 +46,6 @@ pub fn public_status(service: &Service, current: &OrderWithInvoice) -> Value {
         "sandbox": service.environment() == crate::Environment::Sandbox,
         "redirect_url": redirect,
     })
-}
-
-/// The crypto amount still to send: the invoice amount less every payment that counts
-/// (first seen while the quote was open) and is not rejected, never below zero.
-fn due_amount(service: &Service, current: &OrderWithInvoice) -> Option<Decimal> {
-    let payments = service.order_payments(&current.order.order_id).ok()?;
-    let paid: Decimal =
-        payments.iter().filter(|p| p.counts && p.state != PaymentState::Rejected).map(|p| p.amount).sum();
-    Some((current.invoice.amount - paid).max(Decimal::ZERO).normalize())
 }
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -106,10 +94,6 @@ fn status_text(status: OrderStatus) -> (&'static str, &'static str) {
         .iter()
         .find(|(name, _, _)| *name == status.as_str())
         .map_or(("", ""), |(_, badge, detail)| (*badge, *detail))
-}
-
-fn is_terminal(status: OrderStatus) -> bool {
-    matches!(status, OrderStatus::Paid | OrderStatus::Cancelled | OrderStatus::Expired | OrderStatus::Failed)
 }
 
 /// Shows a fiat amount with its currency's minor unit (`10` USD -> `10.00`) and thousands
@@ -192,8 +176,8 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
     let (order, invoice) = (&current.order, &current.invoice);
     let status = order.status;
     let sandbox = service.environment() == crate::Environment::Sandbox;
-    let terminal = is_terminal(status);
-    let due = due_amount(service, current).unwrap_or(invoice.amount);
+    let terminal = status.is_terminal();
+    let due = service.amount_due(&current.order.order_id).unwrap_or(invoice.amount);
     let all_sent = due.is_zero() && status == OrderStatus::Pending;
     let partly = !due.is_zero() && due < invoice.amount;
     let (badge, detail) = if partly && status == OrderStatus::Pending { PARTLY_PAID } else { status_text(status) };

@@ -188,6 +188,24 @@ fn sum(payments: &[Payment], keep: impl Fn(&Payment) -> bool) -> Result<Decimal>
         .ok_or_else(|| Error::invalid("amount", "the payments of this order add up to more than can be counted"))
 }
 
+/// How much a payment being recorded is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PaidAmount {
+    /// Exactly this, in the invoice's coin.
+    Exact(Decimal),
+    /// What is still due.
+    Due,
+    /// Half of what is still due (rounded down to the coin's decimals).
+    HalfDue,
+}
+
+/// What is still due on an order, in its invoice's coin: the invoice amount less the
+/// payments that count toward it and were not rejected (never below 0).
+fn due_on(current: &OrderWithInvoice, payments: &[Payment]) -> Result<Decimal> {
+    let paid = sum(payments, |p| p.counts && p.state != PaymentState::Rejected)?;
+    Ok(current.invoice.amount.checked_sub(paid).unwrap_or(Decimal::ZERO).max(Decimal::ZERO).normalize())
+}
+
 impl Service {
     fn require_sandbox(&self) -> Result<()> {
         if self.environment() == Environment::Sandbox {
@@ -345,25 +363,59 @@ impl Service {
         amount: Decimal,
         confirmed: bool,
     ) -> Result<PaymentOutcome> {
-        let txid = txid.trim();
-        if txid.is_empty() || txid.chars().count() > TXID_MAX_CHARS || txid.chars().any(char::is_control) {
-            return Err(Error::invalid("txid", format!("must be 1 to {TXID_MAX_CHARS} printable characters")));
-        }
         if amount <= Decimal::ZERO {
             return Err(Error::invalid("amount", "must be greater than 0"));
         }
         if amount > MAX_PAYMENT_AMOUNT {
             return Err(Error::invalid("amount", format!("must be at most {MAX_PAYMENT_AMOUNT}")));
         }
+        self.record(order_id, txid, PaidAmount::Exact(amount), confirmed, false)
+    }
+
+    /// [`Service::record_payment`] with the amount decided inside the write transaction
+    /// (so two simulated "pay what is due" calls can never both pay in full); with
+    /// `open_orders_only`, an order that is already finished is refused instead of paid late.
+    fn record(
+        &self,
+        order_id: &str,
+        txid: &str,
+        requested: PaidAmount,
+        confirmed: bool,
+        open_orders_only: bool,
+    ) -> Result<PaymentOutcome> {
+        let txid = txid.trim();
+        if txid.is_empty() || txid.chars().count() > TXID_MAX_CHARS || txid.chars().any(char::is_control) {
+            return Err(Error::invalid("txid", format!("must be 1 to {TXID_MAX_CHARS} printable characters")));
+        }
         let environment = self.environment();
         let now = self.now();
         self.store.write(|db| {
             let mut current = self.load_for_update(db, order_id)?;
+            if open_orders_only && current.order.status.is_terminal() {
+                return Err(Error::new(ErrorKind::InvalidTransition {
+                    from: current.order.status,
+                    trigger: Trigger::PaymentSeen,
+                }));
+            }
+            let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(18);
+            let amount = match requested {
+                PaidAmount::Exact(amount) => amount.normalize(),
+                PaidAmount::Due | PaidAmount::HalfDue => {
+                    let payments = db.payments_for_order(&current.order.order_id)?;
+                    let due = due_on(&current, &payments)?;
+                    if due <= Decimal::ZERO {
+                        return Err(Error::invalid("amount", "nothing is due on this order"));
+                    }
+                    let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
+                    // The smallest unit cannot be halved: pay it whole.
+                    if requested == PaidAmount::HalfDue && !half.is_zero() { half } else { due }.normalize()
+                }
+            };
             if let Some(existing) = db.payment_by_txid(environment, txid)? {
                 if existing.order_id != current.order.order_id {
                     return Err(Error::invalid("txid", "is already recorded for another order"));
                 }
-                if existing.amount != amount.normalize() {
+                if existing.amount != amount {
                     return Err(Error::invalid(
                         "amount",
                         format!("txid {txid:?} is already recorded with amount {}", existing.amount),
@@ -375,8 +427,7 @@ impl Service {
                 }
                 return Ok(PaymentOutcome { payment: existing, order: current, events: Vec::new(), duplicate: true });
             }
-            let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(18);
-            if amount.normalize().scale() > decimals {
+            if amount.scale() > decimals {
                 return Err(Error::invalid(
                     "amount",
                     format!("{} allows at most {decimals} decimal places", current.invoice.currency),
@@ -392,7 +443,7 @@ impl Service {
             let payment = Payment {
                 txid: txid.to_string(),
                 order_id: current.order.order_id.clone(),
-                amount: amount.normalize(),
+                amount,
                 currency: current.invoice.currency.clone(),
                 state,
                 counts,
@@ -400,15 +451,12 @@ impl Service {
                 settled_at: confirmed.then_some(now),
             };
             db.insert_payment(environment, &payment)?;
-            if counts {
-                events.extend(self.reevaluate(db, &mut current, now, false)?);
-            } else {
-                // Keep the received amounts true, then tell the merchant money came late.
-                events.extend(self.reevaluate(db, &mut current, now, false)?);
-                if current.order.status != OrderStatus::Paid {
-                    let status = current.order.status;
-                    events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
-                }
+            // Keep the received amounts true (and move the order if the payment counts).
+            events.extend(self.reevaluate(db, &mut current, now, false)?);
+            if !counts && current.order.status != OrderStatus::Paid {
+                // Money came after the quote: tell the merchant, who decides (mark_paid).
+                let status = current.order.status;
+                events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
             }
             Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
         })
@@ -446,7 +494,18 @@ impl Service {
         }
         db.settle_payment(self.environment(), &payment.txid, to, now)?;
         let payment = Payment { state: to, settled_at: Some(now), ..payment };
-        let events = self.reevaluate(db, &mut current, now, to == PaymentState::Rejected && payment.counts)?;
+        let mut events = self.reevaluate(db, &mut current, now, to == PaymentState::Rejected && payment.counts)?;
+        let status = current.order.status;
+        let final_on_a_dead_order = payment.counts && to == PaymentState::Confirmed && events.is_empty();
+        if final_on_a_dead_order && status.is_terminal() && status != OrderStatus::Paid {
+            // Money seen in time became final after the order failed (another of its
+            // payments was rejected): nothing moves by itself, so tell the merchant, who
+            // may accept it with mark_paid.
+            current.order.updated_at = now;
+            current.invoice.updated_at = now;
+            db.update_order_state(&current)?;
+            events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+        }
         Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
     }
 
@@ -583,37 +642,42 @@ impl Service {
     /// What is still due on an order, in its invoice's crypto currency: the invoice
     /// amount less the payments that count toward it and were not rejected (never < 0).
     pub fn amount_due(&self, order_id: &str) -> Result<Decimal> {
-        let current = self.order(order_id)?;
-        let payments = self.order_payments(order_id)?;
-        let paid = sum(&payments, |p| p.counts && p.state != PaymentState::Rejected)?;
-        Ok((current.invoice.amount - paid).max(Decimal::ZERO))
+        let order_id = crate::service::canonical_order_id(order_id)?;
+        self.store.read(|db| {
+            let current = db
+                .order_in_environment(self.environment(), &order_id)?
+                .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
+            due_on(&current, &db.payments_for_order(&order_id)?)
+        })
     }
 
     // ----- Sandbox simulation -----
 
+    /// The sandbox payment page's "Simulate payment" button: the customer pays what is
+    /// still due, confirmed. Only an open order (NEW or PENDING) is paid; a finished one is
+    /// refused with `ORDER_STATE_INVALID`, decided in the same transaction as the payment.
+    pub fn customer_simulate_payment(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        self.require_sandbox()?;
+        let txid = format!("sandbox_tx_{}", keys::random_base62(24));
+        Ok(self.record(order_id, &txid, PaidAmount::Due, true, true)?.order)
+    }
+
     /// Runs one sandbox simulation step on an order (sandbox only).
     pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<OrderWithInvoice> {
         self.require_sandbox()?;
-        let current = self.order(order_id)?;
-        let due = self.amount_due(order_id)?;
-        let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(8);
         let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
-        // An explicit amount is checked by record_payment; a derived one needs something due.
-        let pay = |amount: Option<Decimal>, derived: Decimal, confirmed: bool| -> Result<OrderWithInvoice> {
-            let amount = match amount {
-                Some(amount) => amount,
-                None if derived > Decimal::ZERO => derived,
-                None => return Err(Error::invalid("amount", "nothing is due on this order")),
+        // An explicit amount is checked like any chain watcher's; a derived one is
+        // decided inside the payment's own transaction.
+        let pay = |amount: Option<Decimal>, derived: PaidAmount, confirmed: bool| -> Result<OrderWithInvoice> {
+            let outcome = match amount {
+                Some(amount) => self.record_payment(order_id, &txid(), amount, confirmed)?,
+                None => self.record(order_id, &txid(), derived, confirmed, false)?,
             };
-            Ok(self.record_payment(order_id, &txid(), amount, confirmed)?.order)
+            Ok(outcome.order)
         };
         match action {
-            SimulateAction::Pay { amount, confirmed } => pay(*amount, due, *confirmed),
-            SimulateAction::Partial { amount } => {
-                let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
-                // The smallest unit cannot be halved: pay it whole.
-                pay(*amount, if half.is_zero() { due } else { half }, true)
-            }
+            SimulateAction::Pay { amount, confirmed } => pay(*amount, PaidAmount::Due, *confirmed),
+            SimulateAction::Partial { amount } => pay(*amount, PaidAmount::HalfDue, true),
             SimulateAction::Confirm | SimulateAction::Reject => {
                 let to =
                     if *action == SimulateAction::Confirm { PaymentState::Confirmed } else { PaymentState::Rejected };

@@ -9,7 +9,7 @@ use crate::config::Environment;
 
 /// Fake US dollars per coin used by the sandbox. Not market prices.
 const SANDBOX_USD_PER_COIN: &[(&str, i64)] =
-    &[("USDT", 1), ("USDC", 1), ("BTC", 10_000), ("ETH", 1_000), ("LTC", 100), ("SOL", 100)];
+    &[("USDT", 1), ("USDC", 1), ("BTC", 10_000), ("ETH", 1_000), ("LTC", 100), ("TRX", 1), ("SOL", 100)];
 
 /// Fake fiat units per US dollar used by the sandbox, as (code, mantissa, scale): round
 /// numbers in the right order of magnitude, not market prices.
@@ -115,5 +115,12 @@ mod tests {
         assert_eq!(builtin_rate(Environment::Sandbox, "USDT", "MXN"), Some(Decimal::from(18)));
         assert_eq!(builtin_rate(Environment::Sandbox, "BTC", "ISK"), Some(Decimal::from(10_000)));
         assert_eq!(builtin_rate(Environment::Sandbox, "XYZ", "USD"), None);
+    }
+
+    #[test]
+    fn the_sandbox_quotes_every_coin_it_knows() {
+        for (coin, _) in crate::money::COINS {
+            assert!(builtin_rate(Environment::Sandbox, coin, "USD").is_some_and(|r| r > Decimal::ZERO), "{coin}");
+        }
     }
 }

@@ -216,13 +216,7 @@ impl Service {
             }
             PageRoute::Status => self.order(&order_id),
             PageRoute::Cancel => self.customer_cancel(&order_id),
-            // The customer's button pays an open order; finished orders are left alone.
-            PageRoute::Simulate => self.order(&order_id).and_then(|current| match current.order.status {
-                status if status.is_terminal() => {
-                    Err(Error::new(ErrorKind::InvalidTransition { from: status, trigger: crate::Trigger::PaymentSeen }))
-                }
-                _ => self.simulate(&order_id, &crate::SimulateAction::Pay { amount: None, confirmed: true }),
-            }),
+            PageRoute::Simulate => self.customer_simulate_payment(&order_id),
         };
         match outcome {
             Ok(order) => WireResponse::json_body(200, page::public_status(self, &order).to_string()),

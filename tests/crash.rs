@@ -356,7 +356,9 @@ fn order_violations(service: &Service, order_id: &str) -> Vec<String> {
 
     // The payments committed with the state changes agree with the state.
     let counting: Vec<_> = payments.iter().filter(|p| p.counts && p.state != PaymentState::Rejected).collect();
-    let late = payments.iter().filter(|p| !p.counts).count();
+    // order.paid_late: a payment first seen after the quote, or one seen in time that
+    // confirmed after the order failed.
+    let late = payments.iter().filter(|p| !p.counts || p.state == PaymentState::Confirmed).count();
     let paid_late_events = events.iter().filter(|e| e.event_type == EventType::PaidLate).count();
     if status == OrderStatus::New && !payments.is_empty() {
         bad.push(format!("NEW with {} payment(s)", payments.len()));
@@ -371,7 +373,7 @@ fn order_violations(service: &Service, order_id: &str) -> Vec<String> {
         }
     }
     if paid_late_events > late {
-        bad.push(format!("{paid_late_events} order.paid_late events but {late} late payment(s)"));
+        bad.push(format!("{paid_late_events} order.paid_late events but {late} late or confirmed payment(s)"));
     }
     bad.into_iter().map(|b| format!("order {order_id}: {b}")).collect()
 }

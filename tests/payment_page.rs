@@ -385,9 +385,16 @@ fn live_pages_have_no_sandbox_controls_but_can_be_cancelled() {
     assert!(tag(&body, "open-wallet").contains("href=\"bitcoin:bc1qlivewallet"));
     assert_eq!(status(&h, &id)["sandbox"], json!(false));
 
-    // Simulation does not exist in live, not even from the page.
-    let resp = post(&h, &format!("/pay/simulate?id={id}"));
-    assert_eq!(resp.status, 404, "{}", text(&resp));
+    // Simulation does not exist in live, not even from the page, whatever the id.
+    for path in [format!("/pay/simulate?id={id}"), "/pay/simulate?id=nope".to_string(), "/pay/simulate".to_string()] {
+        let resp = post(&h, &path);
+        assert_eq!(
+            (resp.status, resp.json()["error_code"].clone()),
+            (404, json!("Not Found")),
+            "{path}: {}",
+            text(&resp)
+        );
+    }
     assert_eq!(status(&h, &id)["status"], "NEW");
 
     let cancelled = post(&h, &format!("/pay/cancel?id={id}")).json();
@@ -435,4 +442,34 @@ fn the_page_cannot_be_framed_and_finished_orders_cannot_be_simulated() {
     assert_eq!(simulate.status, 400);
     assert_eq!(simulate.json()["error_code"], "ORDER_STATE_INVALID");
     assert!(service.order_payments(&order_id).expect("payments").is_empty());
+}
+
+#[test]
+fn simulate_clicked_twice_at_once_pays_the_invoice_once() {
+    // Two tabs, or a double click: each "pay what is due" is decided inside its own
+    // payment's transaction, so the second finds nothing due and pays nothing.
+    let h = harness();
+    for round in 0..5 {
+        let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+        let barrier = std::sync::Barrier::new(2);
+        let answers: Vec<WireResponse> = std::thread::scope(|scope| {
+            let clicks: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        post(&h, &format!("/pay/simulate?id={id}"))
+                    })
+                })
+                .collect();
+            clicks.into_iter().map(|click| click.join().expect("click")).collect()
+        });
+        let mut statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 400], "round {round}: {:?}", answers.iter().map(text).collect::<Vec<_>>());
+        let payments = h.svc.order_payments(&id).expect("payments");
+        assert_eq!(payments.len(), 1, "round {round}: paid once");
+        assert_eq!(payments[0].amount, Decimal::TEN);
+        let now = status(&h, &id);
+        assert_eq!((now["status"].clone(), now["receive_amount"].clone()), (json!("PAID"), json!(10)));
+    }
 }

@@ -365,6 +365,31 @@ fn reject_after_pending_fails_and_keeps_what_was_confirmed() {
 }
 
 #[test]
+fn a_payment_seen_in_time_that_confirms_after_the_order_failed_is_paid_late() {
+    // The customer's wallet replaced its transaction: the first is rejected (FAILED), the
+    // replacement, seen before expiry, confirms afterwards. The merchant must hear of it.
+    let h = harness();
+    let mut o = create_usd10(&h);
+    tick(&h);
+    pay(&h, &o.id, "tx-first", "10", false);
+    step(&h, &mut o, Expect::received("PENDING", "10", "USD"), &[("order.pending", "NEW")]);
+    tick(&h);
+    pay(&h, &o.id, "tx-replacement", "10", false);
+    step(&h, &mut o, Expect::received("PENDING", "20", "USD"), &[]);
+    tick(&h);
+    h.svc.reject_payment("tx-first").expect("reject");
+    step(&h, &mut o, Expect::received("FAILED", "10", "USD"), &[("order.failed", "PENDING")]);
+    tick(&h);
+    let outcome = h.svc.confirm_payment("tx-replacement").expect("confirm");
+    assert_eq!(outcome.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), ["order.paid_late"]);
+    step(&h, &mut o, Expect::received("FAILED", "10", "USD"), &[("order.paid_late", "FAILED")]);
+    assert!(h.svc.confirm_payment("tx-replacement").expect("again").events.is_empty(), "told once");
+    tick(&h);
+    h.svc.mark_paid(&o.id).expect("mark paid");
+    step(&h, &mut o, Expect::received("PAID", "10", "USD"), &[("order.paid", "FAILED")]);
+}
+
+#[test]
 fn a_payment_after_paid_is_recorded_without_a_transition() {
     let h = harness();
     let mut o = create_usd10(&h);
