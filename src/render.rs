@@ -1,11 +1,12 @@
-//! The JSON shapes of the spec (§2.2–§2.5, DESIGN §5). Every field name and type that
-//! leaves the service is written here and nowhere else.
+//! The JSON shapes of the spec (§2.2–§2.5, §4, DESIGN §5, §7): every API body and the
+//! webhook payload are built here and nowhere else. (The payment page's public status,
+//! which is not part of the spec, is built beside the page in `page.rs`.)
 
 use serde_json::{json, Map, Value};
 
 use crate::lifecycle::EventType;
 use crate::money::to_json_number;
-use crate::orders::{CreatedOrder, Invoice, Order, OrderStatus, OrderWithInvoice};
+use crate::orders::{CreatedOrder, Invoice, Order, OrderPage, OrderStatus, OrderWithInvoice};
 use crate::time::Timestamp;
 
 fn opt(value: &Option<String>) -> Value {
@@ -86,6 +87,23 @@ pub fn invoice(invoice: &Invoice) -> Value {
         "merchant_order_id": invoice.merchant_order_id,
         "receive_amount": to_json_number(invoice.receive_amount),
         "receive_currency": invoice.receive_currency,
+    })
+}
+
+/// The Get Order body (spec §4.2): `{"status":200,"order":{..},"invoice":{..}}`.
+pub fn get_response(order: &OrderWithInvoice) -> Value {
+    json!({"status": 200, "order": order_detail(&order.order), "invoice": invoice(&order.invoice)})
+}
+
+/// The Get Orders body (spec §4.3, DESIGN §5): the page of orders with `limit`, `offset`
+/// and `has_more` beside them.
+pub fn list_response(page: &OrderPage) -> Value {
+    json!({
+        "status": 200,
+        "orders": page.orders.iter().map(order_list_item).collect::<Vec<_>>(),
+        "limit": page.limit,
+        "offset": page.offset,
+        "has_more": page.has_more,
     })
 }
 

@@ -114,15 +114,38 @@ enum PageRoute {
     Simulate,
 }
 
-fn route<'a>(method: &str, path: &'a str) -> Option<Route<'a>> {
+/// Where the payment page is always served, whatever `payment_page_url` says.
+const DEFAULT_PAGE_PATH: &str = "/pay";
+
+/// The page's routes below `base` (`/pay`, or the path of `payment_page_url`).
+fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
+    match (method, path.strip_prefix(base)?) {
+        ("GET", "") => Some(PageRoute::Html),
+        ("GET", "/status") => Some(PageRoute::Status),
+        ("POST", "/cancel") => Some(PageRoute::Cancel),
+        ("POST", "/simulate") => Some(PageRoute::Simulate),
+        _ => None,
+    }
+}
+
+/// The path the configured `payment_page_url` points at, when the page can be served
+/// there too: not the root and nothing under `/v1`, which belong to the API.
+fn configured_page_path(payment_page_url: &str) -> Option<String> {
+    let url = url::Url::parse(payment_page_url).ok()?;
+    let path = url.path().trim_end_matches('/');
+    let taken = path.is_empty() || path == "/v1" || path.starts_with("/v1/");
+    (!taken && path != DEFAULT_PAGE_PATH).then(|| path.to_string())
+}
+
+fn route<'a>(method: &str, path: &'a str, page_path: Option<&str>) -> Option<Route<'a>> {
     let path = path.strip_suffix('/').unwrap_or(path);
+    let page = page_route(method, path, DEFAULT_PAGE_PATH).or_else(|| page_route(method, path, page_path?));
+    if let Some(page) = page {
+        return Some(Route::Page(page));
+    }
     match (method, path) {
         ("POST", "/v1/orders") => Some(Route::CreateOrder),
         ("GET", "/v1/orders") => Some(Route::ListOrders),
-        ("GET", "/pay") => Some(Route::Page(PageRoute::Html)),
-        ("GET", "/pay/status") => Some(Route::Page(PageRoute::Status)),
-        ("POST", "/pay/cancel") => Some(Route::Page(PageRoute::Cancel)),
-        ("POST", "/pay/simulate") => Some(Route::Page(PageRoute::Simulate)),
         ("GET", rest) => {
             let id = rest.strip_prefix("/v1/orders/")?;
             (!id.is_empty() && !id.contains('/')).then_some(Route::GetOrder(id))
@@ -137,7 +160,8 @@ fn route<'a>(method: &str, path: &'a str) -> Option<Route<'a>> {
 
 impl Service {
     /// Answers one HTTP request of the spec's API (`/v1/orders...`), exactly as the spec
-    /// and DESIGN §5 show. Mount it in any HTTP server.
+    /// and DESIGN §5 show, and of the hosted payment page (at `/pay`, and at the path of
+    /// `Config::payment_page_url` when that is another one). Mount it in any HTTP server.
     pub fn handle(&self, request: &WireRequest) -> WireResponse {
         match self.handle_inner(request) {
             Ok(response) => response,
@@ -151,7 +175,8 @@ impl Service {
             None => (request.path.as_str(), ""),
         };
         let method = request.method.to_ascii_uppercase();
-        let route = route(&method, path).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
+        let page_path = configured_page_path(&self.config().payment_page_url);
+        let route = route(&method, path, page_path.as_deref()).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
         if let Route::Page(page_route) = route {
             return Ok(self.handle_page(page_route, query));
         }
@@ -175,27 +200,15 @@ impl Service {
             Route::Page(_) => Err(Error::new(ErrorKind::NotFound)),
             Route::ListOrders => {
                 let page = self.list_orders(&merchant, &parse_list_query(query)?)?;
-                let body = json!({
-                    "status": 200,
-                    "orders": page.orders.iter().map(render::order_list_item).collect::<Vec<_>>(),
-                    "limit": page.limit,
-                    "offset": page.offset,
-                    "has_more": page.has_more,
-                });
-                Ok(WireResponse::json_body(200, body.to_string()))
+                Ok(WireResponse::json_body(200, render::list_response(&page).to_string()))
             }
         }
     }
 }
 
-/// The Get Order body (spec §4.2): `{"status":200,"order":{..},"invoice":{..}}`.
+/// The Get Order answer (spec §4.2).
 fn order_response(order: &crate::OrderWithInvoice) -> WireResponse {
-    let body = json!({
-        "status": 200,
-        "order": render::order_detail(&order.order),
-        "invoice": render::invoice(&order.invoice),
-    });
-    WireResponse::json_body(200, body.to_string())
+    WireResponse::json_body(200, render::get_response(order).to_string())
 }
 
 impl Service {

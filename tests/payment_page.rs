@@ -473,3 +473,32 @@ fn simulate_clicked_twice_at_once_pays_the_invoice_once() {
         assert_eq!((now["status"].clone(), now["receive_amount"].clone()), (json!("PAID"), json!(10)));
     }
 }
+
+#[test]
+fn the_page_is_served_at_the_path_of_the_configured_payment_page_url_too() {
+    let h = harness_with(Environment::Sandbox, |config| {
+        config.payment_page_url = "https://pay.shop.example/checkout/".into();
+    });
+    let created = h.create(&json!({"currency": "USD", "amount": 10, "callback_url": CALLBACK}));
+    let id = created["data"]["order_id"].as_str().expect("order_id").to_string();
+    let payment_url = created["payment_url"].as_str().expect("payment_url");
+    assert!(payment_url.starts_with("https://pay.shop.example/checkout"), "{payment_url}");
+    for page in [format!("/checkout?id={id}"), format!("/checkout/?id={id}"), format!("/pay?id={id}")] {
+        let resp = h.svc.handle(&WireRequest::new("GET", &page));
+        assert_eq!((resp.status, header(&resp, "content-type")), (200, Some("text/html; charset=utf-8")), "{page}");
+    }
+    let resp = h.svc.handle(&WireRequest::new("GET", &format!("/checkout/status?id={id}")));
+    assert_eq!(resp.json()["status"], "NEW", "{}", text(&resp));
+    let paid = post(&h, &format!("/checkout/simulate?id={id}")).json();
+    assert_eq!(paid["status"], "PAID");
+    assert!(paid["redirect_url"].as_str().expect("redirect").ends_with("&status=PAID"));
+    assert_eq!(h.svc.handle(&WireRequest::new("GET", "/elsewhere")).status, 404);
+
+    // A page URL that points into the API never takes an API route over.
+    let h =
+        harness_with(Environment::Sandbox, |config| config.payment_page_url = "http://127.0.0.1:1/v1/orders".into());
+    let created = h.create(&json!({"currency": "USD", "amount": 1}));
+    assert_eq!(created["status"], json!(201));
+    let resp = h.svc.handle(&WireRequest::new("GET", "/v1/orders/status?id=x").header("x-api-key", &h.key));
+    assert_eq!(resp.json()["error_code"], "ORDER_NOT_VALID", "{}", text(&resp));
+}
