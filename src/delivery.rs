@@ -142,7 +142,9 @@ pub const WAVE_ROUNDS: usize = 8;
 /// A leased event, ready to send.
 struct Job {
     claimed: ClaimedEvent,
-    target: Option<(String, crate::SecretString)>,
+    /// The URL and signing secret; `Ok(None)` when there is no URL, `Err` when they could
+    /// not be read.
+    target: std::result::Result<Option<(String, crate::SecretString)>, String>,
 }
 
 impl Service {
@@ -183,7 +185,9 @@ impl Service {
             .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, size as i64))?;
         let mut jobs = Vec::with_capacity(claimed.len());
         for claimed in claimed {
-            let target = self.webhook_target(&claimed)?;
+            // One event whose target cannot be worked out (its sealed secret unreadable, a
+            // read failing) is retried on its own schedule; it never holds up the others.
+            let target = self.webhook_target(&claimed).map_err(|e| format!("no target: {e}"));
             jobs.push(Job { claimed, target });
         }
 
@@ -284,7 +288,11 @@ impl Service {
 
     /// Sends one webhook. Returns `None` for an event with no target.
     fn attempt(&self, job: &Job) -> (Option<Outcome>, Option<WebhookAttempt>) {
-        let Some((url, secret)) = &job.target else { return (None, None) };
+        let (url, secret) = match &job.target {
+            Ok(Some(target)) => target,
+            Ok(None) => return (None, None),
+            Err(error) => return (Some(Outcome::Retry { error: error.clone(), retry_after: None }), None),
+        };
         let started_at = self.now();
         let started = Instant::now();
         let mut log = WebhookAttempt {

@@ -349,6 +349,41 @@ fn a_failing_earlier_event_does_not_hold_back_the_next_one_forever() {
     assert_eq!(env.delivery(&pending).state, DeliveryState::Pending, "event 1 waits for its retry");
 }
 
+#[test]
+fn an_event_whose_signing_secret_cannot_be_read_is_retried_without_holding_up_the_others() {
+    let rx = Receiver::start();
+    let env = manual(|_| {});
+    let (_, good) = env.paid_order(Some(&rx.url()));
+    let other_key = env
+        .svc
+        .create_key(NewApiKey { user_id: 8, environment: Environment::Sandbox, webhook_url: None })
+        .expect("second key");
+    let other = env.svc.authenticate(Some(other_key.plain_key.expose())).expect("authenticate");
+    let request = coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: coinorder::money::Decimal::TEN,
+        webhook_url: Some(rx.url()),
+        ..Default::default()
+    };
+    let order = env.svc.create_order(&other, &request).expect("order").order.order.order_id;
+    let broken = env.pay(&order, "10").remove(0);
+    // The second key's sealed secret is damaged on disk.
+    let db = rusqlite::Connection::open(env.db_path()).expect("open db");
+    let changed = db
+        .execute("UPDATE api_keys SET webhook_secret_enc = 'damaged' WHERE id = ?1", [&other_key.key.id])
+        .expect("damage");
+    assert_eq!(changed, 1);
+
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.delivered, report.retrying), (2, 1, 1), "{report:?}");
+    assert_eq!(rx.wait_for(1, WAIT)[0].webhook_id(), good.event_id);
+    let d = env.delivery(&broken);
+    assert_eq!((d.state, d.attempts), (DeliveryState::Pending, 1));
+    let error = d.last_error.unwrap_or_default();
+    assert!(error.starts_with("no target: "), "{error}");
+    assert!(d.next_attempt_at.0 > env.now_ms(), "retried on the schedule, not leased forever");
+}
+
 // ----- Secret rotation -----
 
 #[test]
