@@ -157,9 +157,15 @@ impl Service {
     /// and recorded before the next is claimed, so a lease always covers the attempts it
     /// guards, however large `limit` is.
     pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
+        self.deliver_due_unless(limit, &|| false)
+    }
+
+    /// [`Service::deliver_due`] that stops between waves once `stopped()` says so (the
+    /// background worker's stop).
+    pub(crate) fn deliver_due_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<DeliveryReport> {
         let wave_size = self.config().delivery_concurrency.max(1) * WAVE_ROUNDS;
         let mut report = DeliveryReport::default();
-        while report.attempted < limit {
+        while report.attempted < limit && !stopped() {
             let wave = self.deliver_wave(wave_size.min(limit - report.attempted))?;
             report.attempted += wave.attempted;
             report.delivered += wave.delivered;

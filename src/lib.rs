@@ -62,7 +62,7 @@ pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
 pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock};
-pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
+pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
 pub use error::{Error, ErrorKind, Result};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};

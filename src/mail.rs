@@ -144,6 +144,12 @@ impl Service {
     /// server and however large `limit`, no lease runs out while its e-mail still waits
     /// in this call, so two workers or processes never send the same e-mail at once.
     pub fn send_due_emails(&self, limit: usize) -> Result<EmailReport> {
+        self.send_due_emails_unless(limit, &|| false)
+    }
+
+    /// [`Service::send_due_emails`] that stops between e-mails once `stopped()` says so
+    /// (the background worker's stop).
+    pub(crate) fn send_due_emails_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<EmailReport> {
         let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
         let token = keys::random_base62(24);
         let timeout_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 64);
@@ -152,7 +158,7 @@ impl Service {
             .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
             .map_err(|e| e.to_string());
         let mut report = EmailReport::default();
-        while report.attempted < limit {
+        while report.attempted < limit && !stopped() {
             let now = self.now();
             let Some(email) = self
                 .store

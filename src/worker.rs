@@ -272,8 +272,10 @@ impl Service {
     /// hammered. A run that fails (e.g. the database busy past its timeout) is counted on
     /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
     /// `e-mails`) and retried at the next tick; it never stops the worker. [`Worker::stop`]
-    /// waits for the batch in progress only (at most about one webhook timeout, for a
-    /// receiver that hangs), not for the rest of a backlog. A `batch` of 0 counts as 1.
+    /// waits only for the webhook wave or the e-mail in progress, not for the rest of a
+    /// backlog: for receivers that hang, at most [`crate::WAVE_ROUNDS`] webhook timeouts
+    /// (every sender's jobs of the wave time out one after another). A `batch` of 0
+    /// counts as 1.
     ///
     /// Several workers, in one process or several, may run over the same database: events
     /// and e-mails are leased, so no attempt is made twice at once.
@@ -312,7 +314,7 @@ impl Service {
         let mut errors = Vec::new();
         while (webhooks || emails) && !stop.get() {
             if webhooks {
-                webhooks = match self.deliver_due(batch) {
+                webhooks = match self.deliver_due_unless(batch, &|| stop.get()) {
                     Ok(report) => report.attempted >= batch,
                     Err(error) => {
                         errors.push(format!("webhooks: {error}"));
@@ -321,7 +323,7 @@ impl Service {
                 };
             }
             if emails && !stop.get() {
-                emails = match self.send_due_emails(batch) {
+                emails = match self.send_due_emails_unless(batch, &|| stop.get()) {
                     Ok(report) => report.attempted >= batch,
                     Err(error) => {
                         errors.push(format!("e-mails: {error}"));

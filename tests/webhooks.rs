@@ -384,6 +384,23 @@ fn an_event_whose_signing_secret_cannot_be_read_is_retried_without_holding_up_th
     assert!(d.next_attempt_at.0 > env.now_ms(), "retried on the schedule, not leased forever");
 }
 
+#[test]
+fn stopping_the_delivery_worker_waits_for_the_wave_in_progress_only() {
+    let rx = Receiver::start();
+    rx.set_default(Reply::slow(Duration::from_millis(250), 200));
+    let env = manual(|c| c.delivery_concurrency = 1);
+    let wave = coinorder::WAVE_ROUNDS; // one sender: a wave is WAVE_ROUNDS events
+    let events: Vec<_> = (0..2 * wave).map(|_| env.paid_order(Some(&rx.url())).1).collect();
+    let svc = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("service"));
+    let mut worker = svc.start_delivery_worker(Duration::from_secs(3600), 100).expect("worker");
+    rx.wait_for(1, WAIT);
+    worker.stop(); // while the first wave is being sent (it takes WAVE_ROUNDS × 250 ms)
+    let attempted: Vec<i64> = events.iter().map(|event| env.delivery(event).attempts).collect();
+    assert_eq!(attempted.iter().filter(|a| **a == 1).count(), wave, "the first wave finished: {attempted:?}");
+    assert_eq!(attempted.iter().filter(|a| **a == 0).count(), wave, "the second was never claimed: {attempted:?}");
+    assert_eq!(rx.count(), wave);
+}
+
 // ----- Secret rotation -----
 
 #[test]
