@@ -32,9 +32,16 @@ pub(crate) const ETHEREUM_CHAIN_ID: u64 = 1;
 /// sandbox QR code can never move mainnet funds to a fake address.
 pub const SANDBOX_ETHEREUM_CHAIN_ID: u64 = 11_155_111;
 
-/// ERC-20 tokens we quote, with their Ethereum mainnet contract (EIP-55 checksummed).
-const ERC20_CONTRACTS: &[(&str, &str)] =
-    &[("USDT", "0xdAC17F958D2ee523a2206206994597C13D831ec7"), ("USDC", "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")];
+/// ERC-20 tokens we quote, with their contract on each chain (EIP-55 checksummed):
+/// (token, chain id, contract). On Sepolia, USDC is Circle's own test token; Tether
+/// publishes no Sepolia USDT, so sandbox USDT URIs keep the mainnet address, which on
+/// Sepolia holds no token: a wallet can move nothing of value with them.
+const ERC20_CONTRACTS: &[(&str, u64, &str)] = &[
+    ("USDT", ETHEREUM_CHAIN_ID, "0xdAC17F958D2ee523a2206206994597C13D831ec7"),
+    ("USDC", ETHEREUM_CHAIN_ID, "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"),
+    ("USDT", SANDBOX_ETHEREUM_CHAIN_ID, "0xdAC17F958D2ee523a2206206994597C13D831ec7"),
+    ("USDC", SANDBOX_ETHEREUM_CHAIN_ID, "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238"),
+];
 
 /// The payment URI for `address` and `amount` of `currency`, the QR code and "Open in
 /// wallet" link of the payment page.
@@ -90,16 +97,18 @@ fn payment_uri_on_chain(chain: u64, currency: &str, address: &str, amount: Decim
             Some(wei) => format!("ethereum:{address}@{chain}?value={wei}"),
             None => format!("ethereum:{address}@{chain}"),
         },
-        token => match (ERC20_CONTRACTS.iter().find(|(code, _)| *code == token), coin_decimals(token)) {
-            (Some((_, contract)), Some(decimals)) => {
-                let call = format!("ethereum:{contract}@{chain}/transfer?address={address}");
-                match units(decimals) {
-                    Some(units) => format!("{call}&uint256={units}"),
-                    None => call,
+        token => {
+            match (ERC20_CONTRACTS.iter().find(|(code, on, _)| *code == token && *on == chain), coin_decimals(token)) {
+                (Some((_, _, contract)), Some(decimals)) => {
+                    let call = format!("ethereum:{contract}@{chain}/transfer?address={address}");
+                    match units(decimals) {
+                        Some(units) => format!("{call}&uint256={units}"),
+                        None => call,
+                    }
                 }
+                _ => address.to_string(),
             }
-            _ => address.to_string(),
-        },
+        }
     }
 }
 
@@ -182,6 +191,13 @@ mod tests {
         let sandbox = payment_uri_for(Environment::Sandbox, "ETH", TO, dec("0.5"));
         assert_eq!(sandbox, format!("ethereum:{TO}@11155111?value=500000000000000000"));
         assert!(payment_uri_for(Environment::Sandbox, "USDT", TO, dec("1")).contains("@11155111/transfer"));
+        // Sandbox USDC is Circle's Sepolia test token, not the mainnet contract.
+        assert_eq!(
+            payment_uri_for(Environment::Sandbox, "USDC", TO, dec("1")),
+            format!(
+                "ethereum:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238@11155111/transfer?address={TO}&uint256=1000000"
+            )
+        );
         assert_eq!(payment_uri_for(Environment::Live, "ETH", TO, dec("0.5")), payment_uri("ETH", TO, dec("0.5")));
     }
 

@@ -9,7 +9,8 @@ use coinorder::{Config, Environment, Invoice, NewApiKey, Service, WireRequest};
 use serde_json::{json, Value};
 
 const USDT_CONTRACT: &str = "0xdAC17F958D2ee523a2206206994597C13D831ec7";
-const USDC_CONTRACT: &str = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48";
+/// Circle's USDC on Sepolia, the sandbox's chain (mainnet: 0xA0b8…eB48).
+const USDC_CONTRACT: &str = "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238";
 
 /// A sandbox service over a fresh file accepting every coin, and a key for it.
 struct Shop {
