@@ -34,6 +34,9 @@ pub struct Service {
     pub(crate) secrets: SecretBox,
     /// One keep-alive HTTP agent for every webhook.
     pub(crate) http: ureq::Agent,
+    /// The path of `payment_page_url` where the page is served besides `/pay`, worked
+    /// out once at open rather than on every request.
+    pub(crate) page_path: Option<String>,
     rate_limiter: RateLimiter,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
@@ -72,6 +75,7 @@ impl Service {
                 config.delivery_concurrency,
                 config.environment == Environment::Live && !config.allow_private_webhook_targets,
             ),
+            page_path: crate::wire::configured_page_path(&config.payment_page_url),
             rate_limiter: RateLimiter::new(config.rate_limit),
             config,
             store,

@@ -130,7 +130,7 @@ fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
 
 /// The path the configured `payment_page_url` points at, when the page can be served
 /// there too: not the root and nothing under `/v1`, which belong to the API.
-fn configured_page_path(payment_page_url: &str) -> Option<String> {
+pub(crate) fn configured_page_path(payment_page_url: &str) -> Option<String> {
     let url = url::Url::parse(payment_page_url).ok()?;
     let path = url.path().trim_end_matches('/');
     let taken = path.is_empty() || path == "/v1" || path.starts_with("/v1/");
@@ -175,8 +175,7 @@ impl Service {
             None => (request.path.as_str(), ""),
         };
         let method = request.method.to_ascii_uppercase();
-        let page_path = configured_page_path(&self.config().payment_page_url);
-        let route = route(&method, path, page_path.as_deref()).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
+        let route = route(&method, path, self.page_path.as_deref()).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
         if let Route::Page(page_route) = route {
             return Ok(self.handle_page(page_route, query));
         }
