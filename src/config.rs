@@ -270,3 +270,158 @@ impl Config {
         Ok(())
     }
 }
+
+/// Longest invoice quote [`Config::from_options`] accepts: one year, in seconds.
+pub const MAX_INVOICE_TTL_SECS: u64 = 365 * 24 * 3600;
+
+impl Config {
+    /// Builds a configuration from the bindings' options (the C ABI's `config_json`, the
+    /// Python `Service.open(**options)`): a JSON object whose members are all optional;
+    /// `null` or an empty object means the sandbox defaults of [`Config::new`].
+    ///
+    /// | option | value | default |
+    /// |---|---|---|
+    /// | `environment` | `"sandbox"` or `"live"` | `"sandbox"` |
+    /// | `payment_page_url` | absolute URL of the hosted page | `http://127.0.0.1:8080/pay` |
+    /// | `invoice_ttl` | seconds a quote stays valid, 1 to 31536000 | 1800 |
+    /// | `rate_limit` | requests per second per key, 0 = off | 100 |
+    /// | `rate_burst` | largest burst per key | the `rate_limit` value |
+    /// | `synchronous` | `"full"` or `"normal"` | `"full"` |
+    /// | `busy_timeout_ms` | how long a write waits for another writer | 30000 |
+    /// | `secret_key_file` | file of the key sealing webhook secrets | `<database>.key` |
+    /// | `webhook_timeout_secs` | one webhook attempt, 1 to 600 | 15 |
+    /// | `delivery_concurrency` | webhooks sent at once, 1 to 256 | 8 |
+    /// | `allow_private_webhooks` | live may send to private addresses | false |
+    /// | `pay_currencies` | array of crypto codes customers may pay in | USDT, USDC, BTC, ETH |
+    /// | `default_pay_currency` | the one used when an order names none | `"USDT"` |
+    /// | `smtp_url`, `smtp_from` | where payment-link e-mails go ([`SmtpConfig`]) | none |
+    ///
+    /// An unknown option or a value of the wrong type or range is refused with
+    /// `PARAMETERS_MISSING` naming it (`config.invoice_ttl: ...`), so a typo never goes
+    /// unnoticed.
+    pub fn from_options(options: &serde_json::Value) -> Result<Config> {
+        use serde_json::Value;
+        let fields = match options {
+            Value::Null => return Ok(Config::new(Environment::Sandbox)),
+            Value::Object(fields) => fields,
+            _ => return Err(Error::invalid("config", "must be a JSON object")),
+        };
+        let bad = |name: &str, rule: &str| Error::invalid(format!("config.{name}"), rule);
+        let text =
+            |name: &str, value: &Value| value.as_str().map(str::to_string).ok_or_else(|| bad(name, "must be a string"));
+        let whole = |name: &str, value: &Value, min: u64, max: u64| -> Result<u64> {
+            value
+                .as_u64()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| bad(name, &format!("must be a whole number from {min} to {max}")))
+        };
+        let environment = match fields.get("environment") {
+            None | Some(Value::Null) => Environment::Sandbox,
+            Some(value) => text("environment", value)?
+                .parse()
+                .map_err(|_| bad("environment", "must be \"sandbox\" or \"live\""))?,
+        };
+        let mut config = Config::new(environment);
+        let (mut rate, mut burst) = (None, None);
+        let (mut smtp_url, mut smtp_from) = (None, None);
+        for (name, value) in fields {
+            if value.is_null() {
+                continue;
+            }
+            match name.as_str() {
+                "environment" => {}
+                "payment_page_url" => config.payment_page_url = text(name, value)?,
+                "invoice_ttl" => {
+                    config.invoice_ttl = Duration::from_secs(whole(name, value, 1, MAX_INVOICE_TTL_SECS)?);
+                }
+                "rate_limit" => rate = Some(whole(name, value, 0, u64::from(u32::MAX))?),
+                "rate_burst" => burst = Some(whole(name, value, 1, u64::from(u32::MAX))?),
+                "synchronous" => {
+                    config.synchronous_full = match text(name, value)?.as_str() {
+                        "full" => true,
+                        "normal" => false,
+                        _ => return Err(bad(name, "must be \"full\" or \"normal\"")),
+                    }
+                }
+                "busy_timeout_ms" => {
+                    config.busy_timeout = Duration::from_millis(whole(name, value, 0, 3_600_000)?);
+                }
+                "secret_key_file" => config.secret_key_path = Some(text(name, value)?.into()),
+                "webhook_timeout_secs" => config.webhook_timeout = Duration::from_secs(whole(name, value, 1, 600)?),
+                "delivery_concurrency" => {
+                    config.delivery_concurrency = usize::try_from(whole(name, value, 1, 256)?).unwrap_or(8);
+                }
+                "allow_private_webhooks" => {
+                    config.allow_private_webhook_targets =
+                        value.as_bool().ok_or_else(|| bad(name, "must be true or false"))?;
+                }
+                "pay_currencies" => {
+                    let codes = value.as_array().ok_or_else(|| bad(name, "must be an array of crypto codes"))?;
+                    config.pay_currencies = codes
+                        .iter()
+                        .map(|code| {
+                            code.as_str()
+                                .map(str::to_string)
+                                .ok_or_else(|| bad(name, "must be an array of crypto codes"))
+                        })
+                        .collect::<Result<_>>()?;
+                }
+                "default_pay_currency" => config.default_pay_currency = text(name, value)?,
+                "smtp_url" => smtp_url = Some(text(name, value)?),
+                "smtp_from" => smtp_from = Some(text(name, value)?),
+                _ => return Err(bad(name, "unknown option")),
+            }
+        }
+        if let Some(per_second) = rate {
+            let per_second = u32::try_from(per_second).unwrap_or(u32::MAX);
+            config.rate_limit =
+                if per_second == 0 { RateLimit::OFF } else { RateLimit { per_second, burst: per_second } };
+        }
+        if let (Some(burst), false) = (burst, config.rate_limit == RateLimit::OFF) {
+            config.rate_limit.burst = u32::try_from(burst).unwrap_or(u32::MAX);
+        }
+        match (smtp_url, smtp_from) {
+            (Some(url), from) => {
+                let from = from.unwrap_or_else(|| "coinorder <noreply@localhost>".to_string());
+                config.smtp = Some(SmtpConfig { url, from });
+            }
+            (None, Some(_)) => return Err(bad("smtp_from", "needs smtp_url")),
+            (None, None) => {}
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn options_set_what_they_name_and_refuse_what_they_do_not_know() -> Result<()> {
+        let config = Config::from_options(&json!({
+            "environment": "live", "invoice_ttl": 60, "rate_limit": 0, "synchronous": "normal",
+            "pay_currencies": ["BTC"], "default_pay_currency": "BTC", "webhook_timeout_secs": 2,
+        }))?;
+        assert_eq!(config.environment, Environment::Live);
+        assert_eq!(config.invoice_ttl, Duration::from_secs(60));
+        assert_eq!(config.rate_limit.per_second, 0);
+        assert!(!config.synchronous_full);
+        assert_eq!(
+            (config.pay_currencies.as_slice(), config.default_pay_currency.as_str()),
+            (&["BTC".to_string()][..], "BTC")
+        );
+        assert_eq!(Config::from_options(&serde_json::Value::Null)?.environment, Environment::Sandbox);
+        for (options, field) in [
+            (json!({"invoice_tll": 60}), "config.invoice_tll: unknown option"),
+            (json!({"invoice_ttl": 0}), "config.invoice_ttl: must be a whole number from 1 to 31536000"),
+            (json!({"environment": "prod"}), "config.environment: must be \"sandbox\" or \"live\""),
+            (json!({"synchronous": true}), "config.synchronous: must be a string"),
+            (json!([1]), "config: must be a JSON object"),
+        ] {
+            let err = Config::from_options(&options).expect_err("refused");
+            assert_eq!((err.error_code(), err.to_string()), ("PARAMETERS_MISSING", field.to_string()));
+        }
+        Ok(())
+    }
+}

@@ -91,9 +91,15 @@ pub enum ErrorKind {
     /// The service was configured with values it cannot use.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// The storage layer failed.
+    /// The database behind the service failed.
     #[error("storage error: {0}")]
-    Storage(#[source] rusqlite::Error),
+    Storage(#[source] StorageError),
+    /// A received webhook failed signature verification ([`crate::signature::verify`]).
+    #[error("webhook signature: {0}")]
+    Signature(#[from] crate::signature::VerifyError),
+    /// A bug inside coinorder (for example a panic caught at a binding's boundary).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The key file holding the secret-encryption key could not be used.
     #[error("secret store error: {0}")]
     SecretStore(String),
@@ -120,40 +126,38 @@ impl Error {
         Error::new(ErrorKind::LimitExceeded { field: field.into(), rule: rule.into() })
     }
 
-    /// The spec's `error_code` string for this error.
-    pub fn error_code(&self) -> &'static str {
+    /// The stable code of this error: the spec's `error_code` string
+    /// ([`ErrorCode::as_str`]), its HTTP status and a number for the C ABI.
+    pub fn code(&self) -> ErrorCode {
         match &*self.kind {
-            ErrorKind::InvalidParameter { .. } => "PARAMETERS_MISSING",
-            ErrorKind::LimitExceeded { .. } | ErrorKind::RateLimited => "API_LIMIT_EXCEEDED",
-            ErrorKind::AuthenticationFailed(_) => "AUTHENTICATION_FAILED",
-            ErrorKind::Unauthorized => "Unauthorized",
-            ErrorKind::OrderNotFound => "ORDER_NOT_VALID",
-            ErrorKind::DuplicateOrder(_) => "ORDER_DUPLICATE",
-            ErrorKind::KeyNotFound(_) => "KEY_NOT_FOUND",
-            ErrorKind::InvalidTransition { .. } | ErrorKind::PaymentSettled { .. } => "ORDER_STATE_INVALID",
-            ErrorKind::PaymentNotFound(_) => "PAYMENT_NOT_FOUND",
-            ErrorKind::SandboxOnly => "Not Found",
-            ErrorKind::NotFound => "Not Found",
+            ErrorKind::InvalidParameter { .. } => ErrorCode::ParametersMissing,
+            ErrorKind::LimitExceeded { .. } | ErrorKind::RateLimited => ErrorCode::ApiLimitExceeded,
+            ErrorKind::AuthenticationFailed(_) => ErrorCode::AuthenticationFailed,
+            ErrorKind::Unauthorized => ErrorCode::Unauthorized,
+            ErrorKind::OrderNotFound => ErrorCode::OrderNotValid,
+            ErrorKind::DuplicateOrder(_) => ErrorCode::OrderDuplicate,
+            ErrorKind::KeyNotFound(_) => ErrorCode::KeyNotFound,
+            ErrorKind::InvalidTransition { .. } | ErrorKind::PaymentSettled { .. } => ErrorCode::OrderStateInvalid,
+            ErrorKind::PaymentNotFound(_) => ErrorCode::PaymentNotFound,
+            ErrorKind::Signature(_) => ErrorCode::SignatureInvalid,
+            // Simulation does not exist on a live service, like an unknown route.
+            ErrorKind::SandboxOnly | ErrorKind::NotFound => ErrorCode::NotFound,
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
             | ErrorKind::Storage(_)
-            | ErrorKind::SecretStore(_) => "InternalServerError",
+            | ErrorKind::Internal(_)
+            | ErrorKind::SecretStore(_) => ErrorCode::InternalServerError,
         }
+    }
+
+    /// The spec's `error_code` string for this error.
+    pub fn error_code(&self) -> &'static str {
+        self.code().as_str()
     }
 
     /// The HTTP status the wire layer answers with for this error.
     pub fn http_status(&self) -> u16 {
-        match &*self.kind {
-            ErrorKind::Unauthorized => 401,
-            // DESIGN §5: 404 is only for a path or method that does not exist (and simulation
-            // on a live service, which does not exist there); every other refusal is a 400.
-            ErrorKind::NotFound | ErrorKind::SandboxOnly => 404,
-            ErrorKind::SchemaTooNew { .. }
-            | ErrorKind::Config(_)
-            | ErrorKind::Storage(_)
-            | ErrorKind::SecretStore(_) => 500,
-            _ => 400,
-        }
+        self.code().http_status()
     }
 
     /// True for failures of the service itself rather than of the request; their text
@@ -203,15 +207,149 @@ impl From<ErrorKind> for Error {
     }
 }
 
-impl From<rusqlite::Error> for Error {
-    fn from(err: rusqlite::Error) -> Self {
-        Error::new(ErrorKind::Storage(err))
+/// The stable identity of an error, shared by every surface: the spec's `error_code`
+/// string, the HTTP status and a number that never changes meaning (the C ABI's
+/// `coinorder_error_number`). A retired number is never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `PARAMETERS_MISSING`: a request field is missing or breaks a rule (400).
+    ParametersMissing = 1,
+    /// `API_LIMIT_EXCEEDED`: a size limit or the key's rate limit was exceeded (400).
+    ApiLimitExceeded = 2,
+    /// `AUTHENTICATION_FAILED`: no key was sent, or the key is inactive (400).
+    AuthenticationFailed = 3,
+    /// `Unauthorized`: the key is unknown, deleted, malformed or of the other environment (401).
+    Unauthorized = 4,
+    /// `ORDER_NOT_VALID`: no such order for this merchant and environment (400).
+    OrderNotValid = 5,
+    /// `ORDER_DUPLICATE`: the merchant_order_id is used by a different order (400).
+    OrderDuplicate = 6,
+    /// `ORDER_STATE_INVALID`: the state machine refuses the change (400).
+    OrderStateInvalid = 7,
+    /// `KEY_NOT_FOUND`: no API key with that id (400).
+    KeyNotFound = 8,
+    /// `PAYMENT_NOT_FOUND`: no payment with that transaction id (400).
+    PaymentNotFound = 9,
+    /// `Not Found`: no such path or method, or simulation on a live service (404).
+    NotFound = 10,
+    /// `InternalServerError`: the service itself failed; details are not shown to clients (500).
+    InternalServerError = 11,
+    /// `SIGNATURE_INVALID`: a received webhook failed verification (coinorder's own code,
+    /// not the spec's: only webhook receivers see it) (400).
+    SignatureInvalid = 12,
+}
+
+impl ErrorCode {
+    /// Every code, in numeric order.
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::ParametersMissing,
+        ErrorCode::ApiLimitExceeded,
+        ErrorCode::AuthenticationFailed,
+        ErrorCode::Unauthorized,
+        ErrorCode::OrderNotValid,
+        ErrorCode::OrderDuplicate,
+        ErrorCode::OrderStateInvalid,
+        ErrorCode::KeyNotFound,
+        ErrorCode::PaymentNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::InternalServerError,
+        ErrorCode::SignatureInvalid,
+    ];
+
+    /// The spec's `error_code` string (DESIGN §5).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ParametersMissing => "PARAMETERS_MISSING",
+            ErrorCode::ApiLimitExceeded => "API_LIMIT_EXCEEDED",
+            ErrorCode::AuthenticationFailed => "AUTHENTICATION_FAILED",
+            ErrorCode::Unauthorized => "Unauthorized",
+            ErrorCode::OrderNotValid => "ORDER_NOT_VALID",
+            ErrorCode::OrderDuplicate => "ORDER_DUPLICATE",
+            ErrorCode::OrderStateInvalid => "ORDER_STATE_INVALID",
+            ErrorCode::KeyNotFound => "KEY_NOT_FOUND",
+            ErrorCode::PaymentNotFound => "PAYMENT_NOT_FOUND",
+            ErrorCode::NotFound => "Not Found",
+            ErrorCode::InternalServerError => "InternalServerError",
+            ErrorCode::SignatureInvalid => "SIGNATURE_INVALID",
+        }
+    }
+
+    /// The HTTP status for this code. DESIGN §5: every refusal is a 400 except an unknown
+    /// key (401), a path or method that does not exist (404) and the service's own
+    /// failures (500).
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::NotFound => 404,
+            ErrorCode::InternalServerError => 500,
+            _ => 400,
+        }
+    }
+
+    /// The stable number of this code (never 0, never reused).
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure of the database behind the service.
+///
+/// Opaque on purpose: no database crate's error type is part of coinorder's public API,
+/// so the backend can change (SQLite today, PostgreSQL next) without breaking callers.
+/// The underlying error stays reachable through [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct StorageError {
+    message: String,
+    busy: bool,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StorageError {
+    /// Wraps a backend's error; `busy` marks lock contention that a retry may cure.
+    pub(crate) fn new(busy: bool, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StorageError { message: source.to_string(), busy, source: Some(Box::new(source)) }
+    }
+
+    /// True when the database was busy or locked by another connection.
+    pub fn is_busy(&self) -> bool {
+        self.busy
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_has_a_distinct_number_string_and_consistent_status() {
+        let mut numbers: Vec<u32> = ErrorCode::ALL.iter().map(|c| c.number()).collect();
+        numbers.dedup();
+        assert_eq!(numbers, (1..=12).collect::<Vec<u32>>());
+        let mut strings: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        strings.sort_unstable();
+        strings.dedup();
+        assert_eq!(strings.len(), ErrorCode::ALL.len());
+        let duplicate = Error::new(ErrorKind::DuplicateOrder("cart-1".into()));
+        assert_eq!(
+            (duplicate.code(), duplicate.code().number(), duplicate.http_status()),
+            (ErrorCode::OrderDuplicate, 6, 400)
+        );
+        let internal = Error::new(ErrorKind::Config("x".into()));
+        assert_eq!(
+            (internal.code().number(), internal.http_status(), internal.error_code()),
+            (11, 500, "InternalServerError")
+        );
+    }
 
     #[test]
     fn only_a_missing_route_or_sandbox_only_call_is_a_404() {

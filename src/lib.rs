@@ -9,7 +9,7 @@
 //!   [`Service::list_orders`], key management ([`Service::create_key`] and friends);
 //! - the wire layer [`Service::handle`], which takes an HTTP-shaped [`WireRequest`] and
 //!   returns the exact status and JSON body of the spec, for any HTTP server to mount
-//!   (the bundled [`Server`] is one).
+//!   (the bundled `Server`, behind the `server` feature, is one).
 //!
 //! ```no_run
 //! use coinorder::{Config, CreateOrder, Environment, NewApiKey, Service, WireRequest};
@@ -48,8 +48,9 @@ mod page;
 mod payments;
 mod rate_limit;
 mod rates;
-mod render;
+pub mod render;
 mod secrets;
+#[cfg(feature = "server")]
 mod server;
 mod service;
 pub mod signature;
@@ -61,9 +62,9 @@ mod worker;
 pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
-pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock};
+pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock, MAX_INVOICE_TTL_SECS};
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};
@@ -71,14 +72,17 @@ pub use orders::{
     callback_redirect_url, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus,
     OrderWithInvoice, DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
 };
-pub use payments::{Event, ExpiryReport, Payment, PaymentOutcome, PaymentState, Rate, SimulateAction, EXPIRY_BATCH};
+pub use payments::{
+    Event, ExpiryReport, Payment, PaymentOutcome, PaymentState, Rate, SimulateAction, Simulation, EXPIRY_BATCH,
+};
 pub use rates::RateSource;
 pub use secrets::SecretString;
+#[cfg(feature = "server")]
 pub use server::{Server, ServerHandle};
 pub use service::Service;
 pub use storage::SCHEMA_VERSION;
 pub use time::Timestamp;
-pub use wire::{parse_create_order, parse_list_query, WireRequest, WireResponse, MAX_BODY_BYTES};
+pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};
 pub use worker::Worker;
 
 /// Compiles the README's Rust example as a doctest, so the README cannot drift from the API.

@@ -175,6 +175,18 @@ pub enum SimulateAction {
     Expire,
 }
 
+/// What one sandbox simulation step did ([`Service::simulate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Simulation {
+    /// The order and invoice after the step.
+    pub order: OrderWithInvoice,
+    /// The payments the step made (`pay`, `partial`) or settled (`confirm`, `reject`), as
+    /// stored now; empty for `cancel` and `expire`.
+    pub payments: Vec<Payment>,
+    /// Events the step emitted, in order.
+    pub events: Vec<Event>,
+}
+
 /// Largest single payment accepted, in coins: far above any real transfer, and low
 /// enough that sums of many never leave exact decimal range.
 pub const MAX_PAYMENT_AMOUNT: Decimal = Decimal::from_parts(2_808_348_672, 232_830_643, 0, false, 0); // 1e18
@@ -404,7 +416,10 @@ impl Service {
                     let payments = db.payments_for_order(&current.order.order_id)?;
                     let due = due_on(&current, &payments)?;
                     if due <= Decimal::ZERO {
-                        return Err(Error::invalid("amount", "nothing is due on this order"));
+                        return Err(Error::invalid(
+                            "amount",
+                            format!("nothing is due on this order (it is {})", current.order.status),
+                        ));
                     }
                     let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
                     // The smallest unit cannot be halved: pay it whole.
@@ -523,15 +538,16 @@ impl Service {
     /// The merchant cancels an order of theirs (only a NEW order can be cancelled).
     pub fn cancel_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
         self.get_order(merchant, order_id)?;
-        self.cancel(order_id)
+        Ok(self.cancel(order_id)?.0)
     }
 
     /// The customer cancels on the payment page (only a NEW order can be cancelled).
     pub fn customer_cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
-        self.cancel(order_id)
+        Ok(self.cancel(order_id)?.0)
     }
 
-    fn cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
+    /// Cancels a NEW order; returns it with the `order.cancelled` event.
+    fn cancel(&self, order_id: &str) -> Result<(OrderWithInvoice, Event)> {
         let now = self.now();
         let cancelled = self.store.write(|db| {
             let mut current = self.load_for_update(db, order_id)?;
@@ -541,8 +557,8 @@ impl Service {
                 self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?;
                 return Ok(None);
             }
-            self.apply(db, &mut current, Trigger::Cancelled, now)?;
-            Ok(Some(current))
+            let event = self.apply(db, &mut current, Trigger::Cancelled, now)?;
+            Ok(Some((current, event)))
         })?;
         cancelled.ok_or_else(|| {
             Error::new(ErrorKind::InvalidTransition { from: OrderStatus::Expired, trigger: Trigger::Cancelled })
@@ -662,18 +678,20 @@ impl Service {
         Ok(self.record(order_id, &txid, PaidAmount::Due, true, true)?.order)
     }
 
-    /// Runs one sandbox simulation step on an order (sandbox only).
-    pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<OrderWithInvoice> {
+    /// Runs one sandbox simulation step on an order (sandbox only) and reports what it
+    /// did: the payments it made or settled and the events it emitted, with the order
+    /// after the step.
+    pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<Simulation> {
         self.require_sandbox()?;
         let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
         // An explicit amount is checked like any chain watcher's; a derived one is
         // decided inside the payment's own transaction.
-        let pay = |amount: Option<Decimal>, derived: PaidAmount, confirmed: bool| -> Result<OrderWithInvoice> {
+        let pay = |amount: Option<Decimal>, derived: PaidAmount, confirmed: bool| -> Result<Simulation> {
             let outcome = match amount {
                 Some(amount) => self.record_payment(order_id, &txid(), amount, confirmed)?,
                 None => self.record(order_id, &txid(), derived, confirmed, false)?,
             };
-            Ok(outcome.order)
+            Ok(Simulation { order: outcome.order, payments: vec![outcome.payment], events: outcome.events })
         };
         match action {
             SimulateAction::Pay { amount, confirmed } => pay(*amount, PaidAmount::Due, *confirmed),
@@ -689,12 +707,19 @@ impl Service {
                 if waiting.is_empty() {
                     return Err(Error::invalid("action", "the order has no unconfirmed payment"));
                 }
+                let mut done = Simulation { order: self.order(order_id)?, payments: Vec::new(), events: Vec::new() };
                 for payment in waiting {
-                    self.settle_txid(&payment.txid, to)?;
+                    let outcome = self.settle_txid(&payment.txid, to)?;
+                    done.order = outcome.order;
+                    done.payments.push(outcome.payment);
+                    done.events.extend(outcome.events);
                 }
-                self.order(order_id)
+                Ok(done)
             }
-            SimulateAction::Cancel => self.customer_cancel(order_id),
+            SimulateAction::Cancel => {
+                let (order, event) = self.cancel(order_id)?;
+                Ok(Simulation { order, payments: Vec::new(), events: vec![event] })
+            }
             SimulateAction::Expire => {
                 let now = self.now();
                 self.store.write(|db| {
@@ -709,8 +734,8 @@ impl Service {
                     current.order.updated_at = now;
                     current.invoice.updated_at = now;
                     db.update_order_state(&current)?;
-                    self.reevaluate(db, &mut current, now, false)?;
-                    Ok(current)
+                    let events = self.reevaluate(db, &mut current, now, false)?;
+                    Ok(Simulation { order: current, payments: Vec::new(), events })
                 })
             }
         }

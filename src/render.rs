@@ -1,12 +1,17 @@
 //! The JSON shapes of the spec (§2.2–§2.5, §4, DESIGN §5, §7): every API body and the
-//! webhook payload are built here and nowhere else. (The payment page's public status,
+//! webhook payload are built here and nowhere else, and so are the host's views (order
+//! with rate and address, payments, events, key creation, delivery reports) that the
+//! CLI prints and the bindings return. (The payment page's public status,
 //! which is not part of the spec, is built beside the page in `page.rs`.)
 
 use serde_json::{json, Map, Value};
 
+use crate::delivery::DeliveryReport;
+use crate::keys::CreatedApiKey;
 use crate::lifecycle::EventType;
 use crate::money::to_json_number;
 use crate::orders::{CreatedOrder, Invoice, Order, OrderPage, OrderStatus, OrderWithInvoice};
+use crate::payments::{Event, Payment, PaymentOutcome, Simulation};
 use crate::time::Timestamp;
 
 fn opt(value: &Option<String>) -> Value {
@@ -131,4 +136,126 @@ pub fn event_payload(
         data.insert("marked_paid".into(), json!(true));
     }
     json!({"type": event_type.as_str(), "timestamp": at.to_iso(), "data": Value::Object(data)})
+}
+
+// ----- What the host sees: the CLI's output and the bindings' JSON -----
+//
+// These shapes are not part of the spec's HTTP API; they carry what only the host (never
+// an API client) may see, and every surface that shows them (CLI, C, Python) uses these.
+
+/// An order with its invoice as the host sees it: the members of Get Order (spec §2.3,
+/// §2.4) plus the environment, `marked_paid`, the quoted rate and the deposit address.
+pub fn host_order(current: &OrderWithInvoice) -> Value {
+    let (order, invoice) = (&current.order, &current.invoice);
+    json!({
+        "order": {
+            "order_id": order.order_id,
+            "user_id": order.user_id,
+            "environment": order.environment.as_str(),
+            "merchant_order_id": order.merchant_order_id,
+            "title": order.title,
+            "description": order.description,
+            "callback_url": order.callback_url,
+            "price_amount": to_json_number(order.amount),
+            "price_currency": order.currency,
+            "receive_currency": order.receive_currency,
+            "status": order.status.as_str(),
+            "marked_paid": order.marked_paid,
+            "created_at": order.created_at.to_iso(),
+            "updated_at": order.updated_at.to_iso(),
+        },
+        "invoice": {
+            "invoice_id": invoice.invoice_id,
+            "order_id": invoice.order_id,
+            "amount": to_json_number(invoice.amount),
+            "currency": invoice.currency,
+            "rate": to_json_number(invoice.rate),
+            "status": invoice.status.as_str(),
+            "address": invoice.address,
+            "payment_uri": invoice.payment_uri,
+            "created_at": invoice.created_at.to_iso(),
+            "expired_at": invoice.expired_at.to_iso(),
+            "expired_at_t": invoice.expired_at.as_millis(),
+            "updated_at": invoice.updated_at.to_iso(),
+            "receive_amount": to_json_number(invoice.receive_amount),
+            "receive_currency": invoice.receive_currency,
+        },
+    })
+}
+
+/// One payment: its `txid`, exact amount and coin, state, whether it counts toward the
+/// invoice, and when it was seen and settled.
+pub fn payment(payment: &Payment) -> Value {
+    json!({
+        "txid": payment.txid,
+        "amount": to_json_number(payment.amount),
+        "currency": payment.currency,
+        "state": payment.state.as_str(),
+        "counts": payment.counts,
+        "seen_at": payment.seen_at.to_iso(),
+        "settled_at": payment.settled_at.map(Timestamp::to_iso),
+    })
+}
+
+/// One event of the outbox (without its webhook body).
+pub fn event(event: &Event) -> Value {
+    json!({
+        "event_id": event.event_id,
+        "type": event.event_type.as_str(),
+        "sequence": event.sequence,
+        "previous_status": event.previous_status.as_str(),
+        "status": event.status.as_str(),
+        "created_at": event.created_at.to_iso(),
+    })
+}
+
+/// A payment step: the `txid` first (what confirm and reject take), whether it repeated
+/// an earlier step (`duplicate`), the payment, the events it emitted, and the order and
+/// invoice after it ([`host_order`]).
+pub fn payment_outcome(outcome: &PaymentOutcome) -> Value {
+    let mut value = json!({
+        "txid": outcome.payment.txid,
+        "duplicate": outcome.duplicate,
+        "payment": payment(&outcome.payment),
+        "events": outcome.events.iter().map(event).collect::<Vec<_>>(),
+    });
+    let order = host_order(&outcome.order);
+    value["order"] = order["order"].clone();
+    value["invoice"] = order["invoice"].clone();
+    value
+}
+
+/// What a sandbox simulation step did: the order and invoice after it ([`host_order`]),
+/// the events it emitted and the payments it made or settled; a step that made exactly
+/// one payment also shows it as `txid`/`payment`, as [`payment_outcome`] does.
+pub fn simulation(done: &Simulation) -> Value {
+    let mut value = host_order(&done.order);
+    value["events"] = done.events.iter().map(event).collect();
+    value["payments"] = done.payments.iter().map(payment).collect();
+    if let [only] = done.payments.as_slice() {
+        value["txid"] = Value::from(only.txid.as_str());
+        value["duplicate"] = Value::from(false);
+        value["payment"] = payment(only);
+    }
+    value
+}
+
+/// A key just created: the key as stored (its serde form, as listed) plus, this once,
+/// the plain `key` and the `webhook_secret`. The only place either is ever rendered.
+pub fn created_key(created: &CreatedApiKey) -> serde_json::Result<Value> {
+    let mut value = serde_json::to_value(&created.key)?;
+    value["key"] = Value::from(created.plain_key.expose());
+    value["webhook_secret"] = Value::from(created.webhook_secret.expose());
+    Ok(value)
+}
+
+/// What one webhook delivery run did, as counts.
+pub fn delivery_report(report: &DeliveryReport) -> Value {
+    json!({
+        "attempted": report.attempted,
+        "delivered": report.delivered,
+        "retrying": report.retrying,
+        "failed": report.failed,
+        "no_target": report.no_target,
+    })
 }

@@ -194,7 +194,7 @@ impl Service {
             Route::Simulate(order_id) => {
                 self.get_order(&merchant, order_id)?;
                 let action = parse_simulate(&request.body)?;
-                Ok(order_response(&self.simulate(order_id, &action)?))
+                Ok(order_response(&self.simulate(order_id, &action)?.order))
             }
             Route::Page(_) => Err(Error::new(ErrorKind::NotFound)),
             Route::ListOrders => {

@@ -21,10 +21,10 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use coinorder::money::{to_json_number, Decimal};
+use coinorder::render;
 use coinorder::{
-    Config, CreatedApiKey, DeliveryReport, DeliveryState, Email, EmailReport, EmailState, Environment, Event,
-    EventDelivery, Merchant, NewApiKey, OrderWithInvoice, Payment, PaymentOutcome, RateLimit, Server, Service,
-    SimulateAction, SmtpConfig, Timestamp,
+    Config, DeliveryState, Email, EmailReport, EmailState, Environment, EventDelivery, Merchant, NewApiKey, RateLimit,
+    Server, Service, SimulateAction, SmtpConfig, Timestamp,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -765,7 +765,7 @@ fn keys(db: &Path, command: KeysCommand) -> CliResult<()> {
             let created = service
                 .create_key(NewApiKey { user_id, environment: env.into(), webhook_url })
                 .map_err(|e| e.to_string())?;
-            created_key_json(&created)?
+            render::created_key(&created).map_err(|e| format!("cannot render JSON: {e}"))?
         }
         KeysCommand::List => {
             let keys = service.list_keys().map_err(|e| e.to_string())?;
@@ -795,14 +795,6 @@ fn to_json<T: serde::Serialize>(value: &T) -> CliResult<Value> {
 
 fn key_json(key: coinorder::Result<coinorder::ApiKey>) -> CliResult<Value> {
     to_json(&key.map_err(|e| e.to_string())?)
-}
-
-/// The stored key plus, this once, the plain key and the webhook signing secret.
-fn created_key_json(created: &CreatedApiKey) -> CliResult<Value> {
-    let mut value = to_json(&created.key)?;
-    value["key"] = Value::from(created.plain_key.expose());
-    value["webhook_secret"] = Value::from(created.webhook_secret.expose());
-    Ok(value)
 }
 
 fn print_json(value: &Value) -> CliResult<()> {
@@ -933,7 +925,7 @@ fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
         WebhooksCommand::Deliver { limit, .. } => {
             let webhooks = service.deliver_due(count(limit)).map_err(fail)?;
             let emails = service.send_due_emails(count(limit)).map_err(fail)?;
-            json!({ "webhooks": delivery_report_json(&webhooks), "emails": email_report_json(&emails, smtp) })
+            json!({ "webhooks": render::delivery_report(&webhooks), "emails": email_report_json(&emails, smtp) })
         }
     };
     print_json(&output)
@@ -977,7 +969,7 @@ fn count(limit: u64) -> usize {
 /// An event with its delivery state and attempt log. The payload is the exact body
 /// sent; nothing here is secret (signatures and keys are never stored in the log).
 fn delivery_json(delivery: &EventDelivery) -> Value {
-    let mut value = event_json(&delivery.event);
+    let mut value = render::event(&delivery.event);
     value["order_id"] = Value::from(delivery.event.order_id.as_str());
     let log: Vec<Value> = delivery
         .log
@@ -1021,16 +1013,6 @@ fn email_json(email: &Email) -> Value {
         "created_at": email.created_at.to_iso(),
         "text_body": email.text_body,
         "html_body": email.html_body,
-    })
-}
-
-fn delivery_report_json(report: &DeliveryReport) -> Value {
-    json!({
-        "attempted": report.attempted,
-        "delivered": report.delivered,
-        "retrying": report.retrying,
-        "failed": report.failed,
-        "no_target": report.no_target,
     })
 }
 
@@ -1106,19 +1088,16 @@ fn rate_json(rate: &coinorder::Rate) -> Value {
 fn sandbox(db: &Path, command: SandboxCommand) -> CliResult<()> {
     let service = open_existing(db, Config::new(Environment::Sandbox))?;
     let output = match command {
-        SandboxCommand::Pay { order_id, amount, unconfirmed } => {
-            let amount = match amount {
-                Some(amount) => amount,
-                None => amount_due(&service, &order_id)?,
-            };
-            let txid = format!("sandbox_tx_{}", uuid::Uuid::new_v4().simple());
-            outcome_json(&service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(fail)?)
+        SandboxCommand::Pay { order_id, amount, unconfirmed } => render::simulation(
+            &service.simulate(&order_id, &SimulateAction::Pay { amount, confirmed: !unconfirmed }).map_err(fail)?,
+        ),
+        SandboxCommand::Confirm { txid } => render::payment_outcome(&service.confirm_payment(&txid).map_err(fail)?),
+        SandboxCommand::Reject { txid } => render::payment_outcome(&service.reject_payment(&txid).map_err(fail)?),
+        SandboxCommand::Cancel { order_id } => {
+            render::simulation(&service.simulate(&order_id, &SimulateAction::Cancel).map_err(fail)?)
         }
-        SandboxCommand::Confirm { txid } => outcome_json(&service.confirm_payment(&txid).map_err(fail)?),
-        SandboxCommand::Reject { txid } => outcome_json(&service.reject_payment(&txid).map_err(fail)?),
-        SandboxCommand::Cancel { order_id } => order_json(&service.customer_cancel(&order_id).map_err(fail)?),
         SandboxCommand::Expire { order_id } => {
-            order_json(&service.simulate(&order_id, &SimulateAction::Expire).map_err(fail)?)
+            render::simulation(&service.simulate(&order_id, &SimulateAction::Expire).map_err(fail)?)
         }
     };
     print_json(&output)
@@ -1135,30 +1114,20 @@ fn payments(db: &Path, command: PaymentsCommand) -> CliResult<()> {
     let service = open_existing(db, Config::new(env.into()))?;
     let output = match command {
         PaymentsCommand::Record { order_id, txid, amount, unconfirmed, .. } => {
-            outcome_json(&service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(fail)?)
+            render::payment_outcome(&service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(fail)?)
         }
-        PaymentsCommand::Confirm { txid, .. } => outcome_json(&service.confirm_payment(&txid).map_err(fail)?),
-        PaymentsCommand::Reject { txid, .. } => outcome_json(&service.reject_payment(&txid).map_err(fail)?),
+        PaymentsCommand::Confirm { txid, .. } => {
+            render::payment_outcome(&service.confirm_payment(&txid).map_err(fail)?)
+        }
+        PaymentsCommand::Reject { txid, .. } => render::payment_outcome(&service.reject_payment(&txid).map_err(fail)?),
         PaymentsCommand::List { order_id, .. } => {
-            Value::Array(service.order_payments(&order_id).map_err(fail)?.iter().map(payment_json).collect())
+            Value::Array(service.order_payments(&order_id).map_err(fail)?.iter().map(render::payment).collect())
         }
     };
     print_json(&output)
 }
 
 /// What is still due on an order (see `Service::amount_due`); an error when nothing is.
-fn amount_due(service: &Service, order_id: &str) -> CliResult<Decimal> {
-    let current = service.order(order_id).map_err(fail)?;
-    let due = service.amount_due(order_id).map_err(fail)?;
-    if due <= Decimal::ZERO {
-        return Err(format!(
-            "nothing is due on order {order_id} (it is {}); pass --amount to pay anyway",
-            current.order.status
-        ));
-    }
-    Ok(due)
-}
-
 fn orders(db: &Path, command: OrdersCommand) -> CliResult<()> {
     let env = match &command {
         OrdersCommand::Show { env, .. } | OrdersCommand::MarkPaid { env, .. } | OrdersCommand::Cancel { env, .. } => {
@@ -1168,14 +1137,14 @@ fn orders(db: &Path, command: OrdersCommand) -> CliResult<()> {
     let service = open_existing(db, Config::new(env.into()))?;
     let output = match command {
         OrdersCommand::Show { order_id, .. } => {
-            let mut value = order_json(&service.order(&order_id).map_err(fail)?);
+            let mut value = render::host_order(&service.order(&order_id).map_err(fail)?);
             let payments = service.order_payments(&order_id).map_err(fail)?;
             let events = service.order_events(&order_id).map_err(fail)?;
-            value["payments"] = payments.iter().map(payment_json).collect();
-            value["events"] = events.iter().map(event_json).collect();
+            value["payments"] = payments.iter().map(render::payment).collect();
+            value["events"] = events.iter().map(render::event).collect();
             value
         }
-        OrdersCommand::MarkPaid { order_id, .. } => order_json(&service.mark_paid(&order_id).map_err(fail)?),
+        OrdersCommand::MarkPaid { order_id, .. } => render::host_order(&service.mark_paid(&order_id).map_err(fail)?),
         OrdersCommand::Cancel { order_id, .. } => {
             let current = service.order(&order_id).map_err(fail)?;
             // The host acts for the order's own merchant.
@@ -1184,89 +1153,10 @@ fn orders(db: &Path, command: OrdersCommand) -> CliResult<()> {
                 user_id: current.order.user_id,
                 environment: current.order.environment,
             };
-            order_json(&service.cancel_order(&merchant, &order_id).map_err(fail)?)
+            render::host_order(&service.cancel_order(&merchant, &order_id).map_err(fail)?)
         }
     };
     print_json(&output)
-}
-
-/// An order with its invoice: the members of Get Order (spec §2.3, §2.4) plus what the
-/// host may see (environment, marked_paid, the quoted rate and deposit address).
-fn order_json(current: &OrderWithInvoice) -> Value {
-    let (order, invoice) = (&current.order, &current.invoice);
-    json!({
-        "order": {
-            "order_id": order.order_id,
-            "user_id": order.user_id,
-            "environment": order.environment.as_str(),
-            "merchant_order_id": order.merchant_order_id,
-            "title": order.title,
-            "description": order.description,
-            "callback_url": order.callback_url,
-            "price_amount": to_json_number(order.amount),
-            "price_currency": order.currency,
-            "receive_currency": order.receive_currency,
-            "status": order.status.as_str(),
-            "marked_paid": order.marked_paid,
-            "created_at": order.created_at.to_iso(),
-            "updated_at": order.updated_at.to_iso(),
-        },
-        "invoice": {
-            "invoice_id": invoice.invoice_id,
-            "order_id": invoice.order_id,
-            "amount": to_json_number(invoice.amount),
-            "currency": invoice.currency,
-            "rate": to_json_number(invoice.rate),
-            "status": invoice.status.as_str(),
-            "address": invoice.address,
-            "payment_uri": invoice.payment_uri,
-            "created_at": invoice.created_at.to_iso(),
-            "expired_at": invoice.expired_at.to_iso(),
-            "expired_at_t": invoice.expired_at.as_millis(),
-            "updated_at": invoice.updated_at.to_iso(),
-            "receive_amount": to_json_number(invoice.receive_amount),
-            "receive_currency": invoice.receive_currency,
-        },
-    })
-}
-
-fn payment_json(payment: &Payment) -> Value {
-    json!({
-        "txid": payment.txid,
-        "amount": to_json_number(payment.amount),
-        "currency": payment.currency,
-        "state": payment.state.as_str(),
-        "counts": payment.counts,
-        "seen_at": payment.seen_at.to_iso(),
-        "settled_at": payment.settled_at.map(Timestamp::to_iso),
-    })
-}
-
-fn event_json(event: &Event) -> Value {
-    json!({
-        "event_id": event.event_id,
-        "type": event.event_type.as_str(),
-        "sequence": event.sequence,
-        "previous_status": event.previous_status.as_str(),
-        "status": event.status.as_str(),
-        "created_at": event.created_at.to_iso(),
-    })
-}
-
-/// A payment step: the `txid` first (what `sandbox`/`payments` `confirm` and `reject`
-/// take), whether it repeated an earlier step (`duplicate`), the payment, the events it
-/// emitted, and the order after it.
-fn outcome_json(outcome: &PaymentOutcome) -> Value {
-    let mut value = json!({
-        "txid": outcome.payment.txid,
-        "duplicate": outcome.duplicate,
-        "payment": payment_json(&outcome.payment),
-        "events": outcome.events.iter().map(event_json).collect::<Vec<_>>(),
-    });
-    let order = order_json(&outcome.order);
-    value["order"] = order["order"].clone();
-    value["invoice"] = order["invoice"].clone();
-    value
 }
 
 fn bind(addr: &str) -> CliResult<TcpListener> {

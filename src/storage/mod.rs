@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StorageError};
 
 pub(crate) use delivery::{AttemptResult, ClaimedEvent};
 pub(crate) use keys::KeyRow;
@@ -173,11 +173,18 @@ fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
 }
 
 fn is_busy(err: &Error) -> bool {
-    match err.kind() {
-        ErrorKind::Storage(rusqlite::Error::SqliteFailure(e, _)) => {
-            matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-        }
-        _ => false,
+    matches!(err.kind(), ErrorKind::Storage(e) if e.is_busy())
+}
+
+/// SQLite's errors become the backend-neutral [`StorageError`], so `rusqlite` stays out
+/// of the public error type.
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Self {
+        let busy = matches!(
+            &err,
+            rusqlite::Error::SqliteFailure(e, _) if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        );
+        Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
     }
 }
 

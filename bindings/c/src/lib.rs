@@ -1,0 +1,642 @@
+//! The C ABI of coinorder: `libcoinorder.so` / `libcoinorder.a` and `include/coinorder.h`.
+//!
+//! A thin layer over the core crate (DESIGN §9.1): every function converts C arguments,
+//! calls the typed API of [`coinorder::Service`] and renders the result as JSON text with
+//! the core's own renderers. No business rule lives here.
+//!
+//! The rules every function follows, written once in [`ffi`]:
+//! - every body runs inside one panic boundary ([`ffi::guard`]): a panic becomes
+//!   `COINORDER_PANIC`, never unwinding into C;
+//! - a NULL or non-UTF-8 argument is a status (`COINORDER_NULL_ARGUMENT`,
+//!   `COINORDER_INVALID_UTF8`), never a crash ([`ffi::text`]);
+//! - a failure sets `*err` (when `err` is not NULL) to an error the caller frees with
+//!   [`coinorder_error_free`]; out pointers are written only on success;
+//! - every string returned is owned by the caller and freed with [`coinorder_string_free`].
+
+mod ffi;
+
+use std::ffi::{c_char, CStr};
+use std::ptr;
+
+use coinorder::money::Decimal;
+use coinorder::{render, Config, Environment, NewApiKey, Service, WireRequest};
+use serde_json::Value;
+
+use ffi::{bytes, guard, json_arg, json_out, need, opt_text, out, text, CallError};
+pub use ffi::{coinorder_error, coinorder_status};
+
+/// The version of the C ABI this library implements. It grows when a function is added
+/// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
+/// the library it loaded matches the header it was compiled with.
+pub const COINORDER_ABI_VERSION: u32 = 1;
+
+/// NUL-terminated version of the library, e.g. `"0.1.0"`.
+const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+    Ok(version) => version,
+    Err(_) => panic!("the package version has no NUL byte"),
+};
+
+/// An open order service (opaque). Thread-safe: any function may be called on one
+/// service from any number of threads at once. Opened with [`coinorder_service_open`],
+/// closed with [`coinorder_service_close`].
+#[allow(non_camel_case_types)]
+pub struct coinorder_service {
+    service: Service,
+}
+
+/// The library version as text, e.g. `"0.1.0"`. Static: never free it.
+#[no_mangle]
+pub extern "C" fn coinorder_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+/// The ABI version of the library (`COINORDER_ABI_VERSION` of the header it was built with).
+#[no_mangle]
+pub extern "C" fn coinorder_abi_version() -> u32 {
+    COINORDER_ABI_VERSION
+}
+
+/// Opens (creating if needed) the order service over `target`: a SQLite file path, as
+/// `coinorder --db` takes it.
+///
+/// `config_json` is NULL for the sandbox defaults, or a JSON object of options, e.g.
+/// `{"environment":"live","invoice_ttl":900,"rate_limit":0}` (every option is listed in
+/// the README). An unknown option or a bad value is a `COINORDER_ERROR` whose error code
+/// is `PARAMETERS_MISSING` and whose message names it.
+///
+/// On success `*service_out` is a new service, to be closed with
+/// [`coinorder_service_close`]. `target` and `config_json` are borrowed for the call only.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_service_open(
+    target: *const c_char,
+    config_json: *const c_char,
+    service_out: *mut *mut coinorder_service,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(service_out, "service_out")?;
+        let target = text(target, "target")?;
+        let options = match opt_text(config_json, "config_json")? {
+            Some(text) => json_arg(text, "config_json")?,
+            None => Value::Null,
+        };
+        let config = Config::from_options(&options)?;
+        let service = Service::open(target, config)?;
+        out(service_out, "service_out", Box::into_raw(Box::new(coinorder_service { service })))
+    })
+}
+
+/// Closes a service and frees it. NULL is fine. No other call may use `service` during
+/// or after this one: close it once every thread is done with it.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_service_close(service: *mut coinorder_service) {
+    if !service.is_null() {
+        // Dropping closes the database; a panic in a destructor must not unwind into C.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(service))));
+    }
+}
+
+/// The spec's HTTP API in one call: mount the order service in any C HTTP server.
+///
+/// `method` (e.g. `"POST"`), `path_and_query` (e.g. `"/v1/orders?limit=5"`) and
+/// `headers_json` (a JSON object of header names to string values, e.g.
+/// `{"x-api-key":"test_..."}`, or NULL for none) are borrowed; `body` points at
+/// `body_len` bytes (NULL is fine when `body_len` is 0).
+///
+/// Every HTTP answer, including the spec's 400/401/404 errors, is a success of this
+/// call: `*http_status_out` gets the status and `*body_out` the body, NUL-terminated, to
+/// be freed with [`coinorder_string_free`]. Only a bad argument is a failure.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_handle(
+    service: *const coinorder_service,
+    method: *const c_char,
+    path_and_query: *const c_char,
+    headers_json: *const c_char,
+    body: *const u8,
+    body_len: usize,
+    http_status_out: *mut u16,
+    body_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(http_status_out, "http_status_out")?;
+        need(body_out, "body_out")?;
+        let service = service_ref(service)?;
+        let mut request = WireRequest::new(text(method, "method")?, text(path_and_query, "path_and_query")?);
+        if let Some(headers) = opt_text(headers_json, "headers_json")? {
+            let Value::Object(headers) = json_arg(headers, "headers_json")? else {
+                return Err(CallError::invalid_json("headers_json", "must be a JSON object of strings"));
+            };
+            for (name, value) in &headers {
+                let value = value
+                    .as_str()
+                    .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
+                request = request.header(name, value);
+            }
+        }
+        request = request.body(bytes(body, body_len, "body")?);
+        let response = service.handle(&request);
+        // Every body the service renders is UTF-8 text (JSON or the payment page).
+        let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
+        out(body_out, "body_out", body.into_raw())?;
+        *http_status_out = response.status;
+        Ok(())
+    })
+}
+
+/// Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally
+/// with `"environment":"sandbox"|"live"` (default: the service's).
+///
+/// `*key_json_out` gets the key as `coinorder keys create` prints it, including, this
+/// once, the plain `key` and the `webhook_secret`: keep them, they are never shown again.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_create(
+    service: *const coinorder_service,
+    request_json: *const c_char,
+    key_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(key_json_out, "key_json_out")?;
+        let service = service_ref(service)?;
+        let request = json_arg(text(request_json, "request_json")?, "request_json")?;
+        let user_id = request
+            .get("user_id")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| coinorder::Error::invalid("user_id", "required; an integer"))?;
+        let webhook_url = match request.get("webhook_url") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(url)) => Some(url.clone()),
+            Some(_) => return Err(coinorder::Error::invalid("webhook_url", "must be a string or null").into()),
+        };
+        let environment = match request.get("environment") {
+            None | Some(Value::Null) => service.environment(),
+            Some(Value::String(name)) => name.parse::<Environment>()?,
+            Some(_) => return Err(coinorder::Error::invalid("environment", "must be sandbox or live").into()),
+        };
+        let created = service.create_key(NewApiKey { user_id, environment, webhook_url })?;
+        json_out(key_json_out, "key_json_out", &render::created_key(&created).map_err(CallError::render)?)
+    })
+}
+
+/// Lists every API key (of both environments) as a JSON array; never a plain key or secret.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_list(
+    service: *const coinorder_service,
+    keys_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(keys_json_out, "keys_json_out")?;
+        let keys = service_ref(service)?.list_keys()?;
+        json_out(keys_json_out, "keys_json_out", &serde_json::to_value(keys).map_err(CallError::render)?)
+    })
+}
+
+/// Activates (`active` true) or deactivates a key by its id (`key_...`); an inactive
+/// key's requests fail with `AUTHENTICATION_FAILED`. `*key_json_out` gets the key as
+/// stored now. An unknown id is `KEY_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_set_active(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    active: bool,
+    key_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(key_json_out, "key_json_out")?;
+        let service = service_ref(service)?;
+        let key_id = text(key_id, "key_id")?;
+        let key = if active { service.activate_key(key_id)? } else { service.deactivate_key(key_id)? };
+        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+    })
+}
+
+/// Sets a key's webhook URL, or clears it when `webhook_url` is NULL. `*key_json_out`
+/// gets the key as stored now.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_set_webhook_url(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    webhook_url: *const c_char,
+    key_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(key_json_out, "key_json_out")?;
+        let service = service_ref(service)?;
+        let key = service.set_key_webhook_url(text(key_id, "key_id")?, opt_text(webhook_url, "webhook_url")?)?;
+        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+    })
+}
+
+/// Deletes a key for good: its requests fail with `Unauthorized` from now on.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_delete(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || Ok(service_ref(service)?.delete_key(text(key_id, "key_id")?)?))
+}
+
+/// Creates an order (spec §4.1) for the merchant whose `api_key` is given.
+/// `request_json` is the body of `POST /v1/orders`, e.g.
+/// `{"currency":"USD","amount":19.99,"merchant_order_id":"cart-7"}`.
+///
+/// `*order_json_out` gets the 201 body: `{"status":201,"message":...,"data":{...},
+/// "payment_url":...}`; repeating an identical request returns the same order. A
+/// different request with a used `merchant_order_id` fails with `ORDER_DUPLICATE`, a bad
+/// key with `Unauthorized` (401) or `AUTHENTICATION_FAILED`, a bad field with
+/// `PARAMETERS_MISSING` or `API_LIMIT_EXCEEDED` naming the field.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_create(
+    service: *const coinorder_service,
+    api_key: *const c_char,
+    request_json: *const c_char,
+    order_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(order_json_out, "order_json_out")?;
+        let service = service_ref(service)?;
+        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let request_text = text(request_json, "request_json")?;
+        json_arg(request_text, "request_json")?;
+        let request = coinorder::parse_create_order(request_text.as_bytes())?;
+        let created = service.create_order(&merchant, &request)?;
+        json_out(order_json_out, "order_json_out", &render::create_response(&created))
+    })
+}
+
+/// Reads an order with its invoice (spec §4.2). `*order_json_out` gets the 200 body:
+/// `{"status":200,"order":{...},"invoice":{...}}`. An order that does not exist, or is
+/// another merchant's, fails with `ORDER_NOT_VALID` (http status 400).
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_get(
+    service: *const coinorder_service,
+    api_key: *const c_char,
+    order_id: *const c_char,
+    order_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(order_json_out, "order_json_out")?;
+        let service = service_ref(service)?;
+        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let order = service.get_order(&merchant, text(order_id, "order_id")?)?;
+        json_out(order_json_out, "order_json_out", &render::get_response(&order))
+    })
+}
+
+/// Lists the merchant's orders, newest first (spec §4.3). `query_json` is NULL for the
+/// defaults or an object with any of `status` (e.g. `"NEW"`), `limit` (1 to 50, default
+/// 10) and `offset`. `*orders_json_out` gets the 200 body:
+/// `{"status":200,"orders":[...],"limit":10,"offset":0,"has_more":false}`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_list(
+    service: *const coinorder_service,
+    api_key: *const c_char,
+    query_json: *const c_char,
+    orders_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(orders_json_out, "orders_json_out")?;
+        let service = service_ref(service)?;
+        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(query_text) = opt_text(query_json, "query_json")? {
+            let Value::Object(fields) = json_arg(query_text, "query_json")? else {
+                return Err(CallError::invalid_json("query_json", "must be a JSON object"));
+            };
+            for (name, value) in &fields {
+                match value {
+                    Value::Null => {}
+                    Value::String(text) => drop(query.append_pair(name, text)),
+                    // Numbers keep their exact text (a fraction is refused as the URL's would be).
+                    Value::Number(number) => drop(query.append_pair(name, &number.to_string())),
+                    _ => return Err(coinorder::Error::invalid(name.as_str(), "must be a string or a number").into()),
+                }
+            }
+        }
+        let query = coinorder::parse_list_query(&query.finish())?;
+        let page = service.list_orders(&merchant, &query)?;
+        json_out(orders_json_out, "orders_json_out", &render::list_response(&page))
+    })
+}
+
+/// The merchant cancels a NEW order of theirs. `*order_json_out` gets the order and
+/// invoice as the host sees them (with rate and address). Any other state fails with
+/// `ORDER_STATE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_cancel(
+    service: *const coinorder_service,
+    api_key: *const c_char,
+    order_id: *const c_char,
+    order_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(order_json_out, "order_json_out")?;
+        let service = service_ref(service)?;
+        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let order = service.cancel_order(&merchant, text(order_id, "order_id")?)?;
+        json_out(order_json_out, "order_json_out", &render::host_order(&order))
+    })
+}
+
+/// The merchant accepts a late or short payment: an EXPIRED or FAILED order becomes PAID
+/// (its `order.paid` event says it was marked by hand). `*order_json_out` gets the order
+/// and invoice as the host sees them.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_mark_paid(
+    service: *const coinorder_service,
+    order_id: *const c_char,
+    order_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(order_json_out, "order_json_out")?;
+        let order = service_ref(service)?.mark_paid(text(order_id, "order_id")?)?;
+        json_out(order_json_out, "order_json_out", &render::host_order(&order))
+    })
+}
+
+/// Records a payment seen on chain for an order (the host's chain watcher). `amount` is
+/// exact decimal text in the invoice's coin, e.g. `"0.00052"`. Recording the same `txid`
+/// again is a no-op (`"duplicate":true`). `*outcome_json_out` gets
+/// `{"txid","duplicate","payment","events":[...],"order","invoice"}`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_payment_record(
+    service: *const coinorder_service,
+    order_id: *const c_char,
+    txid: *const c_char,
+    amount: *const c_char,
+    confirmed: bool,
+    outcome_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(outcome_json_out, "outcome_json_out")?;
+        let service = service_ref(service)?;
+        let amount = text(amount, "amount")?;
+        let amount = Decimal::from_str_exact(amount.trim())
+            .map_err(|_| coinorder::Error::invalid("amount", "must be a decimal number, e.g. \"0.5\""))?;
+        let outcome = service.record_payment(text(order_id, "order_id")?, text(txid, "txid")?, amount, confirmed)?;
+        json_out(outcome_json_out, "outcome_json_out", &render::payment_outcome(&outcome))
+    })
+}
+
+/// Marks a recorded payment final; the order becomes PAID once confirmed payments cover
+/// it. `*outcome_json_out` as for [`coinorder_payment_record`]. An unknown `txid` fails
+/// with `PAYMENT_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_payment_confirm(
+    service: *const coinorder_service,
+    txid: *const c_char,
+    outcome_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(outcome_json_out, "outcome_json_out")?;
+        let outcome = service_ref(service)?.confirm_payment(text(txid, "txid")?)?;
+        json_out(outcome_json_out, "outcome_json_out", &render::payment_outcome(&outcome))
+    })
+}
+
+/// Marks a recorded payment as never final (a double spend); a PENDING order it was
+/// paying fails. `*outcome_json_out` as for [`coinorder_payment_record`].
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_payment_reject(
+    service: *const coinorder_service,
+    txid: *const c_char,
+    outcome_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(outcome_json_out, "outcome_json_out")?;
+        let outcome = service_ref(service)?.reject_payment(text(txid, "txid")?)?;
+        json_out(outcome_json_out, "outcome_json_out", &render::payment_outcome(&outcome))
+    })
+}
+
+/// Runs one sandbox simulation step on an order (a sandbox service only; on live it fails
+/// with `Not Found`). `action_json` is the body of `POST /v1/orders/<id>/simulate`:
+/// `{"action":"pay"}` (also `partial`, `confirm`, `reject`, `cancel`, `expire`; `pay` and
+/// `partial` take an optional `"amount"` in the invoice's coin, `pay` an optional
+/// `"confirmed":false`). `*simulation_json_out` gets what the step did:
+/// `{"order","invoice","events":[...],"payments":[...]}` (plus `txid` and `payment` when
+/// it made one payment).
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_simulate(
+    service: *const coinorder_service,
+    order_id: *const c_char,
+    action_json: *const c_char,
+    simulation_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(simulation_json_out, "simulation_json_out")?;
+        let service = service_ref(service)?;
+        let action_text = text(action_json, "action_json")?;
+        json_arg(action_text, "action_json")?;
+        let action = coinorder::parse_simulate(action_text.as_bytes())?;
+        let done = service.simulate(text(order_id, "order_id")?, &action)?;
+        json_out(simulation_json_out, "simulation_json_out", &render::simulation(&done))
+    })
+}
+
+/// Sends up to `limit` due webhooks (in parallel, bounded) and due payment-link e-mails,
+/// and returns when they are answered. `*report_json_out` gets the counts:
+/// `{"attempted","delivered","retrying","failed","no_target"}`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_deliver_due(
+    service: *const coinorder_service,
+    limit: u32,
+    report_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(report_json_out, "report_json_out")?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let report = service_ref(service)?.deliver_due(limit)?;
+        json_out(report_json_out, "report_json_out", &render::delivery_report(&report))
+    })
+}
+
+/// Verifies a received webhook (Standard Webhooks): `secret` is the key's `whsec_...`
+/// secret; `msg_id`, `timestamp` and `signatures` are the `webhook-id`,
+/// `webhook-timestamp` and `webhook-signature` header values as received; `body` points
+/// at the `body_len` bytes received. `now_unix` is the current Unix time in seconds (0:
+/// the system clock), for tests.
+///
+/// `COINORDER_OK` means authentic and fresh. Otherwise `COINORDER_ERROR` with error code
+/// `SIGNATURE_INVALID` and a message saying why (no matching signature, a timestamp more
+/// than 5 minutes off, a missing header, a malformed secret).
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_signature_verify(
+    secret: *const c_char,
+    msg_id: *const c_char,
+    timestamp: *const c_char,
+    signatures: *const c_char,
+    body: *const u8,
+    body_len: usize,
+    now_unix: i64,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        let secret = text(secret, "secret")?;
+        let (msg_id, timestamp, signatures) =
+            (opt_text(msg_id, "msg_id")?, opt_text(timestamp, "timestamp")?, opt_text(signatures, "signatures")?);
+        let body = bytes(body, body_len, "body")?;
+        let now = match now_unix {
+            0 => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+            given => given,
+        };
+        coinorder::signature::verify(secret, msg_id, timestamp, signatures, &body, now)
+            .map_err(|e| coinorder::Error::new(coinorder::ErrorKind::from(e)))?;
+        Ok(())
+    })
+}
+
+/// Frees a string returned by this library. NULL is fine.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_string_free(string: *mut c_char) {
+    if !string.is_null() {
+        drop(std::ffi::CString::from_raw(string));
+    }
+}
+
+/// The error's code: the spec's `error_code` string (`"ORDER_NOT_VALID"`,
+/// `"PARAMETERS_MISSING"`, `"Unauthorized"`, ...). Borrowed from `err`: valid until
+/// [`coinorder_error_free`]. NULL when `err` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_code(err: *const coinorder_error) -> *const c_char {
+    err.as_ref().map_or(ptr::null(), |err| err.code.as_ptr())
+}
+
+/// The error's message, naming the field or argument at fault
+/// (`"amount: must be greater than 0"`). Borrowed from `err`: valid until
+/// [`coinorder_error_free`]. NULL when `err` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_message(err: *const coinorder_error) -> *const c_char {
+    err.as_ref().map_or(ptr::null(), |err| err.message.as_ptr())
+}
+
+/// The HTTP status the spec gives this error (400, 401, 404 or 500); 0 when `err` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_http_status(err: *const coinorder_error) -> u16 {
+    err.as_ref().map_or(0, |err| err.http_status)
+}
+
+/// The error's stable number, one per error code (the `COINORDER_ERROR_*` constants);
+/// 0 when `err` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_number(err: *const coinorder_error) -> u32 {
+    err.as_ref().map_or(0, |err| err.number)
+}
+
+/// The status the failed call returned (`COINORDER_ERROR`, `COINORDER_NULL_ARGUMENT`,
+/// ...); `COINORDER_OK` when `err` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_status(err: *const coinorder_error) -> coinorder_status {
+    err.as_ref().map_or(coinorder_status::COINORDER_OK, |err| err.status)
+}
+
+/// Frees an error. NULL is fine.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_error_free(err: *mut coinorder_error) {
+    if !err.is_null() {
+        drop(Box::from_raw(err));
+    }
+}
+
+/// The service behind a C pointer, or `COINORDER_NULL_ARGUMENT`.
+unsafe fn service_ref<'a>(service: *const coinorder_service) -> Result<&'a Service, CallError> {
+    service.as_ref().map(|s| &s.service).ok_or_else(|| CallError::null("service"))
+}
+
+/// The stable numbers of the error codes, as the header names them. Checked against the
+/// core at compile time below, so the two can never drift.
+pub mod error_numbers {
+    /// `PARAMETERS_MISSING`
+    pub const COINORDER_ERROR_PARAMETERS_MISSING: u32 = 1;
+    /// `API_LIMIT_EXCEEDED`
+    pub const COINORDER_ERROR_API_LIMIT_EXCEEDED: u32 = 2;
+    /// `AUTHENTICATION_FAILED`
+    pub const COINORDER_ERROR_AUTHENTICATION_FAILED: u32 = 3;
+    /// `Unauthorized`
+    pub const COINORDER_ERROR_UNAUTHORIZED: u32 = 4;
+    /// `ORDER_NOT_VALID`
+    pub const COINORDER_ERROR_ORDER_NOT_VALID: u32 = 5;
+    /// `ORDER_DUPLICATE`
+    pub const COINORDER_ERROR_ORDER_DUPLICATE: u32 = 6;
+    /// `ORDER_STATE_INVALID`
+    pub const COINORDER_ERROR_ORDER_STATE_INVALID: u32 = 7;
+    /// `KEY_NOT_FOUND`
+    pub const COINORDER_ERROR_KEY_NOT_FOUND: u32 = 8;
+    /// `PAYMENT_NOT_FOUND`
+    pub const COINORDER_ERROR_PAYMENT_NOT_FOUND: u32 = 9;
+    /// `Not Found`
+    pub const COINORDER_ERROR_NOT_FOUND: u32 = 10;
+    /// `InternalServerError`
+    pub const COINORDER_ERROR_INTERNAL_SERVER_ERROR: u32 = 11;
+    /// `SIGNATURE_INVALID`
+    pub const COINORDER_ERROR_SIGNATURE_INVALID: u32 = 12;
+}
+
+const _: () = {
+    use coinorder::ErrorCode as C;
+    use error_numbers::*;
+    assert!(COINORDER_ERROR_PARAMETERS_MISSING == C::ParametersMissing as u32);
+    assert!(COINORDER_ERROR_API_LIMIT_EXCEEDED == C::ApiLimitExceeded as u32);
+    assert!(COINORDER_ERROR_AUTHENTICATION_FAILED == C::AuthenticationFailed as u32);
+    assert!(COINORDER_ERROR_UNAUTHORIZED == C::Unauthorized as u32);
+    assert!(COINORDER_ERROR_ORDER_NOT_VALID == C::OrderNotValid as u32);
+    assert!(COINORDER_ERROR_ORDER_DUPLICATE == C::OrderDuplicate as u32);
+    assert!(COINORDER_ERROR_ORDER_STATE_INVALID == C::OrderStateInvalid as u32);
+    assert!(COINORDER_ERROR_KEY_NOT_FOUND == C::KeyNotFound as u32);
+    assert!(COINORDER_ERROR_PAYMENT_NOT_FOUND == C::PaymentNotFound as u32);
+    assert!(COINORDER_ERROR_NOT_FOUND == C::NotFound as u32);
+    assert!(COINORDER_ERROR_INTERNAL_SERVER_ERROR == C::InternalServerError as u32);
+    assert!(COINORDER_ERROR_SIGNATURE_INVALID == C::SignatureInvalid as u32);
+    assert!(C::ALL.len() == 12);
+};
+
+#[cfg(test)]
+mod header_tests {
+    // Tests: the committed `include/coinorder.h` is exactly what the pinned cbindgen generates from
+    // this crate. After changing the C API, refresh it with
+    // `COINORDER_BLESS=1 cargo test -p coinorder-c --test header` and commit it.
+
+    use std::path::Path;
+
+    #[test]
+    fn committed_header_matches_the_generated_one() {
+        let generated =
+            std::fs::read_to_string(concat!(env!("OUT_DIR"), "/coinorder.h")).expect("build.rs wrote the header");
+        let committed_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/coinorder.h");
+        if std::env::var_os("COINORDER_BLESS").is_some() {
+            std::fs::write(&committed_path, &generated).expect("write include/coinorder.h");
+        }
+        let committed = std::fs::read_to_string(&committed_path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "include/coinorder.h is stale: run `COINORDER_BLESS=1 cargo test -p coinorder-c --test header` and commit it"
+        );
+    }
+
+    #[test]
+    fn header_version_macro_matches_the_library() {
+        let committed =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/coinorder.h"))
+                .expect("include/coinorder.h");
+        let line = format!("#define COINORDER_ABI_VERSION {}", super::COINORDER_ABI_VERSION);
+        assert!(committed.contains(&line), "header lacks `{line}`");
+        assert_eq!(super::coinorder_abi_version(), super::COINORDER_ABI_VERSION);
+    }
+}

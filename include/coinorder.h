@@ -1,0 +1,438 @@
+/*
+ * coinorder: the embeddable crypto-payment order engine, C ABI.
+ *
+ * Generated from bindings/c/src by cbindgen; do not edit by hand.
+ *
+ * Ownership, in one place:
+ * - every `const char *` argument is borrowed for the call only (UTF-8, NUL-terminated);
+ * - every `char *` the library hands out (through an out pointer) is the caller's, freed
+ *   with coinorder_string_free();
+ * - every `coinorder_error *` is the caller's, freed with coinorder_error_free(); the
+ *   strings coinorder_error_code() and coinorder_error_message() return are borrowed
+ *   from it;
+ * - out pointers are written only when the call returns COINORDER_OK; `err` may be NULL
+ *   and is set only on failure.
+ * Thread safety: one coinorder_service may be used from any number of threads at once;
+ * close it once, after every thread is done.
+ */
+
+#ifndef COINORDER_H
+#define COINORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * The version of the C ABI this library implements. It grows when a function is added
+ * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
+ * the library it loaded matches the header it was compiled with.
+ */
+#define COINORDER_ABI_VERSION 1
+
+/**
+ * `PARAMETERS_MISSING`
+ */
+#define COINORDER_ERROR_PARAMETERS_MISSING 1
+
+/**
+ * `API_LIMIT_EXCEEDED`
+ */
+#define COINORDER_ERROR_API_LIMIT_EXCEEDED 2
+
+/**
+ * `AUTHENTICATION_FAILED`
+ */
+#define COINORDER_ERROR_AUTHENTICATION_FAILED 3
+
+/**
+ * `Unauthorized`
+ */
+#define COINORDER_ERROR_UNAUTHORIZED 4
+
+/**
+ * `ORDER_NOT_VALID`
+ */
+#define COINORDER_ERROR_ORDER_NOT_VALID 5
+
+/**
+ * `ORDER_DUPLICATE`
+ */
+#define COINORDER_ERROR_ORDER_DUPLICATE 6
+
+/**
+ * `ORDER_STATE_INVALID`
+ */
+#define COINORDER_ERROR_ORDER_STATE_INVALID 7
+
+/**
+ * `KEY_NOT_FOUND`
+ */
+#define COINORDER_ERROR_KEY_NOT_FOUND 8
+
+/**
+ * `PAYMENT_NOT_FOUND`
+ */
+#define COINORDER_ERROR_PAYMENT_NOT_FOUND 9
+
+/**
+ * `Not Found`
+ */
+#define COINORDER_ERROR_NOT_FOUND 10
+
+/**
+ * `InternalServerError`
+ */
+#define COINORDER_ERROR_INTERNAL_SERVER_ERROR 11
+
+/**
+ * `SIGNATURE_INVALID`
+ */
+#define COINORDER_ERROR_SIGNATURE_INVALID 12
+
+/**
+ * What a call returns: `COINORDER_OK` (0) or why it failed. Retired values are never reused.
+ */
+enum coinorder_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Success: the out pointers were written.
+   */
+  COINORDER_OK = 0,
+  /**
+   * A required pointer argument was NULL; `*err` names it.
+   */
+  COINORDER_NULL_ARGUMENT = 1,
+  /**
+   * A string argument was not valid UTF-8; `*err` names it.
+   */
+  COINORDER_INVALID_UTF8 = 2,
+  /**
+   * A JSON argument did not parse, or is not of the shape the function takes; `*err`
+   * names it and says where.
+   */
+  COINORDER_INVALID_JSON = 3,
+  /**
+   * The service refused or failed; `*err` has the spec's error code, message and HTTP status.
+   */
+  COINORDER_ERROR = 4,
+  /**
+   * A bug inside the library was caught at the boundary; the service is still usable.
+   */
+  COINORDER_PANIC = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum coinorder_status coinorder_status;
+#else
+typedef uint32_t coinorder_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * A failure description (opaque), created by a failing call when its `err` argument is
+ * not NULL and freed with `coinorder_error_free`.
+ */
+typedef struct coinorder_error coinorder_error;
+
+/**
+ * An open order service (opaque). Thread-safe: any function may be called on one
+ * service from any number of threads at once. Opened with [`coinorder_service_open`],
+ * closed with [`coinorder_service_close`].
+ */
+typedef struct coinorder_service coinorder_service;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+/**
+ * The library version as text, e.g. `"0.1.0"`. Static: never free it.
+ */
+const char *coinorder_version(void);
+
+/**
+ * The ABI version of the library (`COINORDER_ABI_VERSION` of the header it was built with).
+ */
+uint32_t coinorder_abi_version(void);
+
+/**
+ * Opens (creating if needed) the order service over `target`: a SQLite file path, as
+ * `coinorder --db` takes it.
+ *
+ * `config_json` is NULL for the sandbox defaults, or a JSON object of options, e.g.
+ * `{"environment":"live","invoice_ttl":900,"rate_limit":0}` (every option is listed in
+ * the README). An unknown option or a bad value is a `COINORDER_ERROR` whose error code
+ * is `PARAMETERS_MISSING` and whose message names it.
+ *
+ * On success `*service_out` is a new service, to be closed with
+ * [`coinorder_service_close`]. `target` and `config_json` are borrowed for the call only.
+ */
+coinorder_status coinorder_service_open(const char *target,
+                                        const char *config_json,
+                                        struct coinorder_service **service_out,
+                                        struct coinorder_error **err);
+
+/**
+ * Closes a service and frees it. NULL is fine. No other call may use `service` during
+ * or after this one: close it once every thread is done with it.
+ */
+void coinorder_service_close(struct coinorder_service *service);
+
+/**
+ * The spec's HTTP API in one call: mount the order service in any C HTTP server.
+ *
+ * `method` (e.g. `"POST"`), `path_and_query` (e.g. `"/v1/orders?limit=5"`) and
+ * `headers_json` (a JSON object of header names to string values, e.g.
+ * `{"x-api-key":"test_..."}`, or NULL for none) are borrowed; `body` points at
+ * `body_len` bytes (NULL is fine when `body_len` is 0).
+ *
+ * Every HTTP answer, including the spec's 400/401/404 errors, is a success of this
+ * call: `*http_status_out` gets the status and `*body_out` the body, NUL-terminated, to
+ * be freed with [`coinorder_string_free`]. Only a bad argument is a failure.
+ */
+coinorder_status coinorder_handle(const struct coinorder_service *service,
+                                  const char *method,
+                                  const char *path_and_query,
+                                  const char *headers_json,
+                                  const uint8_t *body,
+                                  size_t body_len,
+                                  uint16_t *http_status_out,
+                                  char **body_out,
+                                  struct coinorder_error **err);
+
+/**
+ * Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally
+ * with `"environment":"sandbox"|"live"` (default: the service's).
+ *
+ * `*key_json_out` gets the key as `coinorder keys create` prints it, including, this
+ * once, the plain `key` and the `webhook_secret`: keep them, they are never shown again.
+ */
+coinorder_status coinorder_key_create(const struct coinorder_service *service,
+                                      const char *request_json,
+                                      char **key_json_out,
+                                      struct coinorder_error **err);
+
+/**
+ * Lists every API key (of both environments) as a JSON array; never a plain key or secret.
+ */
+coinorder_status coinorder_key_list(const struct coinorder_service *service,
+                                    char **keys_json_out,
+                                    struct coinorder_error **err);
+
+/**
+ * Activates (`active` true) or deactivates a key by its id (`key_...`); an inactive
+ * key's requests fail with `AUTHENTICATION_FAILED`. `*key_json_out` gets the key as
+ * stored now. An unknown id is `KEY_NOT_FOUND`.
+ */
+coinorder_status coinorder_key_set_active(const struct coinorder_service *service,
+                                          const char *key_id,
+                                          bool active,
+                                          char **key_json_out,
+                                          struct coinorder_error **err);
+
+/**
+ * Sets a key's webhook URL, or clears it when `webhook_url` is NULL. `*key_json_out`
+ * gets the key as stored now.
+ */
+coinorder_status coinorder_key_set_webhook_url(const struct coinorder_service *service,
+                                               const char *key_id,
+                                               const char *webhook_url,
+                                               char **key_json_out,
+                                               struct coinorder_error **err);
+
+/**
+ * Deletes a key for good: its requests fail with `Unauthorized` from now on.
+ */
+coinorder_status coinorder_key_delete(const struct coinorder_service *service,
+                                      const char *key_id,
+                                      struct coinorder_error **err);
+
+/**
+ * Creates an order (spec §4.1) for the merchant whose `api_key` is given.
+ * `request_json` is the body of `POST /v1/orders`, e.g.
+ * `{"currency":"USD","amount":19.99,"merchant_order_id":"cart-7"}`.
+ *
+ * `*order_json_out` gets the 201 body: `{"status":201,"message":...,"data":{...},
+ * "payment_url":...}`; repeating an identical request returns the same order. A
+ * different request with a used `merchant_order_id` fails with `ORDER_DUPLICATE`, a bad
+ * key with `Unauthorized` (401) or `AUTHENTICATION_FAILED`, a bad field with
+ * `PARAMETERS_MISSING` or `API_LIMIT_EXCEEDED` naming the field.
+ */
+coinorder_status coinorder_order_create(const struct coinorder_service *service,
+                                        const char *api_key,
+                                        const char *request_json,
+                                        char **order_json_out,
+                                        struct coinorder_error **err);
+
+/**
+ * Reads an order with its invoice (spec §4.2). `*order_json_out` gets the 200 body:
+ * `{"status":200,"order":{...},"invoice":{...}}`. An order that does not exist, or is
+ * another merchant's, fails with `ORDER_NOT_VALID` (http status 400).
+ */
+coinorder_status coinorder_order_get(const struct coinorder_service *service,
+                                     const char *api_key,
+                                     const char *order_id,
+                                     char **order_json_out,
+                                     struct coinorder_error **err);
+
+/**
+ * Lists the merchant's orders, newest first (spec §4.3). `query_json` is NULL for the
+ * defaults or an object with any of `status` (e.g. `"NEW"`), `limit` (1 to 50, default
+ * 10) and `offset`. `*orders_json_out` gets the 200 body:
+ * `{"status":200,"orders":[...],"limit":10,"offset":0,"has_more":false}`.
+ */
+coinorder_status coinorder_order_list(const struct coinorder_service *service,
+                                      const char *api_key,
+                                      const char *query_json,
+                                      char **orders_json_out,
+                                      struct coinorder_error **err);
+
+/**
+ * The merchant cancels a NEW order of theirs. `*order_json_out` gets the order and
+ * invoice as the host sees them (with rate and address). Any other state fails with
+ * `ORDER_STATE_INVALID`.
+ */
+coinorder_status coinorder_order_cancel(const struct coinorder_service *service,
+                                        const char *api_key,
+                                        const char *order_id,
+                                        char **order_json_out,
+                                        struct coinorder_error **err);
+
+/**
+ * The merchant accepts a late or short payment: an EXPIRED or FAILED order becomes PAID
+ * (its `order.paid` event says it was marked by hand). `*order_json_out` gets the order
+ * and invoice as the host sees them.
+ */
+coinorder_status coinorder_order_mark_paid(const struct coinorder_service *service,
+                                           const char *order_id,
+                                           char **order_json_out,
+                                           struct coinorder_error **err);
+
+/**
+ * Records a payment seen on chain for an order (the host's chain watcher). `amount` is
+ * exact decimal text in the invoice's coin, e.g. `"0.00052"`. Recording the same `txid`
+ * again is a no-op (`"duplicate":true`). `*outcome_json_out` gets
+ * `{"txid","duplicate","payment","events":[...],"order","invoice"}`.
+ */
+coinorder_status coinorder_payment_record(const struct coinorder_service *service,
+                                          const char *order_id,
+                                          const char *txid,
+                                          const char *amount,
+                                          bool confirmed,
+                                          char **outcome_json_out,
+                                          struct coinorder_error **err);
+
+/**
+ * Marks a recorded payment final; the order becomes PAID once confirmed payments cover
+ * it. `*outcome_json_out` as for [`coinorder_payment_record`]. An unknown `txid` fails
+ * with `PAYMENT_NOT_FOUND`.
+ */
+coinorder_status coinorder_payment_confirm(const struct coinorder_service *service,
+                                           const char *txid,
+                                           char **outcome_json_out,
+                                           struct coinorder_error **err);
+
+/**
+ * Marks a recorded payment as never final (a double spend); a PENDING order it was
+ * paying fails. `*outcome_json_out` as for [`coinorder_payment_record`].
+ */
+coinorder_status coinorder_payment_reject(const struct coinorder_service *service,
+                                          const char *txid,
+                                          char **outcome_json_out,
+                                          struct coinorder_error **err);
+
+/**
+ * Runs one sandbox simulation step on an order (a sandbox service only; on live it fails
+ * with `Not Found`). `action_json` is the body of `POST /v1/orders/<id>/simulate`:
+ * `{"action":"pay"}` (also `partial`, `confirm`, `reject`, `cancel`, `expire`; `pay` and
+ * `partial` take an optional `"amount"` in the invoice's coin, `pay` an optional
+ * `"confirmed":false`). `*simulation_json_out` gets what the step did:
+ * `{"order","invoice","events":[...],"payments":[...]}` (plus `txid` and `payment` when
+ * it made one payment).
+ */
+coinorder_status coinorder_simulate(const struct coinorder_service *service,
+                                    const char *order_id,
+                                    const char *action_json,
+                                    char **simulation_json_out,
+                                    struct coinorder_error **err);
+
+/**
+ * Sends up to `limit` due webhooks (in parallel, bounded) and due payment-link e-mails,
+ * and returns when they are answered. `*report_json_out` gets the counts:
+ * `{"attempted","delivered","retrying","failed","no_target"}`.
+ */
+coinorder_status coinorder_deliver_due(const struct coinorder_service *service,
+                                       uint32_t limit,
+                                       char **report_json_out,
+                                       struct coinorder_error **err);
+
+/**
+ * Verifies a received webhook (Standard Webhooks): `secret` is the key's `whsec_...`
+ * secret; `msg_id`, `timestamp` and `signatures` are the `webhook-id`,
+ * `webhook-timestamp` and `webhook-signature` header values as received; `body` points
+ * at the `body_len` bytes received. `now_unix` is the current Unix time in seconds (0:
+ * the system clock), for tests.
+ *
+ * `COINORDER_OK` means authentic and fresh. Otherwise `COINORDER_ERROR` with error code
+ * `SIGNATURE_INVALID` and a message saying why (no matching signature, a timestamp more
+ * than 5 minutes off, a missing header, a malformed secret).
+ */
+coinorder_status coinorder_signature_verify(const char *secret,
+                                            const char *msg_id,
+                                            const char *timestamp,
+                                            const char *signatures,
+                                            const uint8_t *body,
+                                            size_t body_len,
+                                            int64_t now_unix,
+                                            struct coinorder_error **err);
+
+/**
+ * Frees a string returned by this library. NULL is fine.
+ */
+void coinorder_string_free(char *string);
+
+/**
+ * The error's code: the spec's `error_code` string (`"ORDER_NOT_VALID"`,
+ * `"PARAMETERS_MISSING"`, `"Unauthorized"`, ...). Borrowed from `err`: valid until
+ * [`coinorder_error_free`]. NULL when `err` is NULL.
+ */
+const char *coinorder_error_code(const struct coinorder_error *err);
+
+/**
+ * The error's message, naming the field or argument at fault
+ * (`"amount: must be greater than 0"`). Borrowed from `err`: valid until
+ * [`coinorder_error_free`]. NULL when `err` is NULL.
+ */
+const char *coinorder_error_message(const struct coinorder_error *err);
+
+/**
+ * The HTTP status the spec gives this error (400, 401, 404 or 500); 0 when `err` is NULL.
+ */
+uint16_t coinorder_error_http_status(const struct coinorder_error *err);
+
+/**
+ * The error's stable number, one per error code (the `COINORDER_ERROR_*` constants);
+ * 0 when `err` is NULL.
+ */
+uint32_t coinorder_error_number(const struct coinorder_error *err);
+
+/**
+ * The status the failed call returned (`COINORDER_ERROR`, `COINORDER_NULL_ARGUMENT`,
+ * ...); `COINORDER_OK` when `err` is NULL.
+ */
+coinorder_status coinorder_error_status(const struct coinorder_error *err);
+
+/**
+ * Frees an error. NULL is fine.
+ */
+void coinorder_error_free(struct coinorder_error *err);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* COINORDER_H */
