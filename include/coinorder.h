@@ -92,6 +92,10 @@
 
 /**
  * What a call returns: `COINORDER_OK` (0) or why it failed. Retired values are never reused.
+ *
+ * A bad argument (NULL, not UTF-8, not JSON, or JSON that is not an object where one is
+ * taken) sets `*err` with error code `PARAMETERS_MISSING` (http status 400) and a
+ * message naming the argument: `"request_json: must be a JSON object"`.
  */
 enum coinorder_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -328,8 +332,9 @@ coinorder_status coinorder_payment_record(const struct coinorder_service *servic
 
 /**
  * Marks a recorded payment final; the order becomes PAID once confirmed payments cover
- * it. `*outcome_json_out` as for [`coinorder_payment_record`]. An unknown `txid` fails
- * with `PAYMENT_NOT_FOUND`.
+ * it. `*outcome_json_out` as for [`coinorder_payment_record`]. Confirming twice is a
+ * no-op (`"duplicate":true`); confirming a rejected payment fails with
+ * `ORDER_STATE_INVALID`, an unknown `txid` with `PAYMENT_NOT_FOUND`.
  */
 coinorder_status coinorder_payment_confirm(const struct coinorder_service *service,
                                            const char *txid,
@@ -338,7 +343,9 @@ coinorder_status coinorder_payment_confirm(const struct coinorder_service *servi
 
 /**
  * Marks a recorded payment as never final (a double spend); a PENDING order it was
- * paying fails. `*outcome_json_out` as for [`coinorder_payment_record`].
+ * paying fails. `*outcome_json_out` as for [`coinorder_payment_record`]. Rejecting twice
+ * is a no-op (`"duplicate":true`); rejecting a confirmed payment fails with
+ * `ORDER_STATE_INVALID`.
  */
 coinorder_status coinorder_payment_reject(const struct coinorder_service *service,
                                           const char *txid,

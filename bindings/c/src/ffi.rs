@@ -7,6 +7,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use serde_json::Value;
 
 /// What a call returns: `COINORDER_OK` (0) or why it failed. Retired values are never reused.
+///
+/// A bad argument (NULL, not UTF-8, not JSON, or JSON that is not an object where one is
+/// taken) sets `*err` with error code `PARAMETERS_MISSING` (http status 400) and a
+/// message naming the argument: `"request_json: must be a JSON object"`.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
@@ -146,6 +150,15 @@ pub unsafe fn bytes(ptr: *const u8, len: usize, argument: &str) -> Result<Vec<u8
 /// Parses a JSON argument; a syntax error says where.
 pub fn json_arg(text: &str, argument: &str) -> Result<Value, CallError> {
     serde_json::from_str(text).map_err(|e| CallError::invalid_json(argument, format!("is not valid JSON ({e})")))
+}
+
+/// Parses a JSON argument that must be an object (a request, options, headers or a
+/// query); anything else is `COINORDER_INVALID_JSON` naming the argument.
+pub fn json_object(text: &str, argument: &str) -> Result<serde_json::Map<String, Value>, CallError> {
+    match json_arg(text, argument)? {
+        Value::Object(fields) => Ok(fields),
+        _ => Err(CallError::invalid_json(argument, "must be a JSON object")),
+    }
 }
 
 /// Copies a Rust string into a C string the caller frees with `coinorder_string_free`.

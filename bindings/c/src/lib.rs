@@ -22,7 +22,7 @@ use coinorder::money::Decimal;
 use coinorder::{render, Config, Environment, NewApiKey, Service, WireRequest};
 use serde_json::Value;
 
-use ffi::{bytes, guard, json_arg, json_out, need, opt_text, out, text, CallError};
+use ffi::{bytes, guard, json_object, json_out, need, opt_text, out, text, CallError};
 pub use ffi::{coinorder_error, coinorder_status};
 
 /// The version of the C ABI this library implements. It grows when a function is added
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn coinorder_service_open(
         need(service_out, "service_out")?;
         let target = text(target, "target")?;
         let options = match opt_text(config_json, "config_json")? {
-            Some(text) => json_arg(text, "config_json")?,
+            Some(text) => Value::Object(json_object(text, "config_json")?),
             None => Value::Null,
         };
         let config = Config::from_options(&options)?;
@@ -124,10 +124,7 @@ pub unsafe extern "C" fn coinorder_handle(
         let service = service_ref(service)?;
         let mut request = WireRequest::new(text(method, "method")?, text(path_and_query, "path_and_query")?);
         if let Some(headers) = opt_text(headers_json, "headers_json")? {
-            let Value::Object(headers) = json_arg(headers, "headers_json")? else {
-                return Err(CallError::invalid_json("headers_json", "must be a JSON object of strings"));
-            };
-            for (name, value) in &headers {
+            for (name, value) in &json_object(headers, "headers_json")? {
                 let value = value
                     .as_str()
                     .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
@@ -159,7 +156,7 @@ pub unsafe extern "C" fn coinorder_key_create(
     guard(err, || {
         need(key_json_out, "key_json_out")?;
         let service = service_ref(service)?;
-        let request = json_arg(text(request_json, "request_json")?, "request_json")?;
+        let request = json_object(text(request_json, "request_json")?, "request_json")?;
         let user_id = request
             .get("user_id")
             .and_then(Value::as_i64)
@@ -260,10 +257,9 @@ pub unsafe extern "C" fn coinorder_order_create(
 ) -> coinorder_status {
     guard(err, || {
         need(order_json_out, "order_json_out")?;
-        let service = service_ref(service)?;
-        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let (service, merchant) = authenticated(service, api_key)?;
         let request_text = text(request_json, "request_json")?;
-        json_arg(request_text, "request_json")?;
+        json_object(request_text, "request_json")?;
         let request = coinorder::parse_create_order(request_text.as_bytes())?;
         let created = service.create_order(&merchant, &request)?;
         json_out(order_json_out, "order_json_out", &render::create_response(&created))
@@ -283,8 +279,7 @@ pub unsafe extern "C" fn coinorder_order_get(
 ) -> coinorder_status {
     guard(err, || {
         need(order_json_out, "order_json_out")?;
-        let service = service_ref(service)?;
-        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let (service, merchant) = authenticated(service, api_key)?;
         let order = service.get_order(&merchant, text(order_id, "order_id")?)?;
         json_out(order_json_out, "order_json_out", &render::get_response(&order))
     })
@@ -304,14 +299,10 @@ pub unsafe extern "C" fn coinorder_order_list(
 ) -> coinorder_status {
     guard(err, || {
         need(orders_json_out, "orders_json_out")?;
-        let service = service_ref(service)?;
-        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let (service, merchant) = authenticated(service, api_key)?;
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         if let Some(query_text) = opt_text(query_json, "query_json")? {
-            let Value::Object(fields) = json_arg(query_text, "query_json")? else {
-                return Err(CallError::invalid_json("query_json", "must be a JSON object"));
-            };
-            for (name, value) in &fields {
+            for (name, value) in &json_object(query_text, "query_json")? {
                 match value {
                     Value::Null => {}
                     Value::String(text) => drop(query.append_pair(name, text)),
@@ -340,8 +331,7 @@ pub unsafe extern "C" fn coinorder_order_cancel(
 ) -> coinorder_status {
     guard(err, || {
         need(order_json_out, "order_json_out")?;
-        let service = service_ref(service)?;
-        let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+        let (service, merchant) = authenticated(service, api_key)?;
         let order = service.cancel_order(&merchant, text(order_id, "order_id")?)?;
         json_out(order_json_out, "order_json_out", &render::host_order(&order))
     })
@@ -390,8 +380,9 @@ pub unsafe extern "C" fn coinorder_payment_record(
 }
 
 /// Marks a recorded payment final; the order becomes PAID once confirmed payments cover
-/// it. `*outcome_json_out` as for [`coinorder_payment_record`]. An unknown `txid` fails
-/// with `PAYMENT_NOT_FOUND`.
+/// it. `*outcome_json_out` as for [`coinorder_payment_record`]. Confirming twice is a
+/// no-op (`"duplicate":true`); confirming a rejected payment fails with
+/// `ORDER_STATE_INVALID`, an unknown `txid` with `PAYMENT_NOT_FOUND`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_payment_confirm(
     service: *const coinorder_service,
@@ -407,7 +398,9 @@ pub unsafe extern "C" fn coinorder_payment_confirm(
 }
 
 /// Marks a recorded payment as never final (a double spend); a PENDING order it was
-/// paying fails. `*outcome_json_out` as for [`coinorder_payment_record`].
+/// paying fails. `*outcome_json_out` as for [`coinorder_payment_record`]. Rejecting twice
+/// is a no-op (`"duplicate":true`); rejecting a confirmed payment fails with
+/// `ORDER_STATE_INVALID`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_payment_reject(
     service: *const coinorder_service,
@@ -441,7 +434,7 @@ pub unsafe extern "C" fn coinorder_simulate(
         need(simulation_json_out, "simulation_json_out")?;
         let service = service_ref(service)?;
         let action_text = text(action_json, "action_json")?;
-        json_arg(action_text, "action_json")?;
+        json_object(action_text, "action_json")?;
         let action = coinorder::parse_simulate(action_text.as_bytes())?;
         let done = service.simulate(text(order_id, "order_id")?, &action)?;
         json_out(simulation_json_out, "simulation_json_out", &render::simulation(&done))
@@ -558,6 +551,16 @@ pub unsafe extern "C" fn coinorder_error_free(err: *mut coinorder_error) {
 /// The service behind a C pointer, or `COINORDER_NULL_ARGUMENT`.
 unsafe fn service_ref<'a>(service: *const coinorder_service) -> Result<&'a Service, CallError> {
     service.as_ref().map(|s| &s.service).ok_or_else(|| CallError::null("service"))
+}
+
+/// The service and the merchant an API key authenticates, as the `x-api-key` header would.
+unsafe fn authenticated<'a>(
+    service: *const coinorder_service,
+    api_key: *const c_char,
+) -> Result<(&'a Service, coinorder::Merchant), CallError> {
+    let service = service_ref(service)?;
+    let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
+    Ok((service, merchant))
 }
 
 /// The stable numbers of the error codes, as the header names them. Checked against the
