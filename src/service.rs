@@ -94,7 +94,8 @@ impl Service {
         self.config.environment
     }
 
-    pub(crate) fn now(&self) -> Timestamp {
+    /// The current time on the service's clock ([`Config::clock`]).
+    pub fn now(&self) -> Timestamp {
         Timestamp(self.config.clock.now_ms())
     }
 

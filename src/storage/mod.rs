@@ -177,7 +177,8 @@ fn is_busy(err: &Error) -> bool {
 }
 
 /// SQLite's errors become the backend-neutral [`StorageError`], so `rusqlite` stays out
-/// of the public error type.
+/// of the public error type. (An implementation detail of the storage module: hidden.)
+#[doc(hidden)]
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         let busy = matches!(

@@ -1,0 +1,1154 @@
+//! The Python module `coinorder._coinorder` (DESIGN §9.2): a thin layer over the core.
+//!
+//! It converts Python arguments to the core's typed requests, calls [`coinorder::Service`]
+//! with the GIL released (`py.detach`), and returns immutable objects with the Rust field
+//! names. Money crosses as `decimal.Decimal` (exact, scale kept), timestamps as aware UTC
+//! `datetime`s. Errors become the exception classes of `coinorder._errors`, one per
+//! error code, chosen by [`to_py_err`]. No business rule lives here.
+
+use std::sync::{Arc, Mutex};
+
+use coinorder::money::Decimal;
+use coinorder::{
+    Config, CreateOrder, Environment, ListOrders, Merchant as CoreMerchant, NewApiKey, OrderStatus, Service as Core,
+    SimulateAction, Timestamp, WireRequest,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// A core error as the `coinorder` exception of its code.
+fn to_py_err(py: Python<'_>, error: &coinorder::Error) -> PyErr {
+    let code = error.code();
+    let class = match code {
+        coinorder::ErrorCode::ParametersMissing => "ParametersMissing",
+        coinorder::ErrorCode::ApiLimitExceeded => "ApiLimitExceeded",
+        coinorder::ErrorCode::AuthenticationFailed => "AuthenticationFailed",
+        coinorder::ErrorCode::Unauthorized => "Unauthorized",
+        coinorder::ErrorCode::OrderNotValid => "OrderNotValid",
+        coinorder::ErrorCode::OrderDuplicate => "OrderDuplicate",
+        coinorder::ErrorCode::OrderStateInvalid => "OrderStateInvalid",
+        coinorder::ErrorCode::KeyNotFound => "KeyNotFound",
+        coinorder::ErrorCode::PaymentNotFound => "PaymentNotFound",
+        coinorder::ErrorCode::NotFound => "NotFound",
+        coinorder::ErrorCode::SignatureInvalid => "WebhookVerificationError",
+        _ => "InternalError",
+    };
+    let raised = py
+        .import("coinorder._errors")
+        .and_then(|errors| errors.getattr(class)?.call1((error.to_string(), code.as_str(), code.http_status())));
+    match raised {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(import_failed) => import_failed,
+    }
+}
+
+/// Runs `work` with the GIL released and turns a core error into its exception.
+fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> coinorder::Result<T> + Send) -> PyResult<T> {
+    py.detach(work).map_err(|e| to_py_err(py, &e))
+}
+
+/// An exact amount from Python: `decimal.Decimal`, `int` or decimal text; never a float
+/// (or a bool), which would have rounded the price before we ever saw it.
+fn amount_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Decimal> {
+    let type_name = value.get_type().name()?.to_string();
+    if value.is_instance_of::<PyBool>() || value.is_instance_of::<PyFloat>() {
+        return Err(PyTypeError::new_err(format!(
+            "{field}: use decimal.Decimal (or int, or decimal text), not {type_name}: a {type_name} cannot hold money exactly"
+        )));
+    }
+    let invalid = || to_py_err(value.py(), &coinorder::Error::invalid(field, "must be a decimal number"));
+    if value.is_instance_of::<PyInt>() {
+        return Decimal::from_str_exact(&value.str()?.to_cow()?).map_err(|_| invalid());
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Decimal::from_str_exact(text.to_cow()?.trim()).map_err(|_| invalid());
+    }
+    if value.get_type().is(&value.py().import("decimal")?.getattr("Decimal")?) {
+        // NaN, infinities and values beyond 28 digits have no exact counterpart.
+        return value.extract::<Decimal>().map_err(|_| invalid());
+    }
+    Err(PyTypeError::new_err(format!("{field}: must be a decimal.Decimal, int or decimal text, not {type_name}")))
+}
+
+/// A timestamp as an aware UTC `datetime` (exact to the millisecond).
+fn datetime(py: Python<'_>, at: Timestamp) -> PyResult<Py<PyAny>> {
+    let module = py.import("datetime")?;
+    let utc = module.getattr("timezone")?.getattr("utc")?;
+    let epoch = module.getattr("datetime")?.call1((1970, 1, 1, 0, 0, 0, 0, utc))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("milliseconds", at.as_millis())?;
+    let delta = module.getattr("timedelta")?.call((), Some(&kwargs))?;
+    Ok(epoch.add(delta)?.unbind())
+}
+
+fn opt_datetime(py: Python<'_>, at: Option<Timestamp>) -> PyResult<Option<Py<PyAny>>> {
+    at.map(|at| datetime(py, at)).transpose()
+}
+
+/// A state as `coinorder.OrderStatus`, a `str` enum equal to the spec's text (`"PAID"`).
+fn status(py: Python<'_>, status: OrderStatus) -> PyResult<Py<PyAny>> {
+    Ok(py.import("coinorder._errors")?.getattr("OrderStatus")?.call1((status.as_str(),))?.unbind())
+}
+
+/// Renders the `__repr__` of an object from its `to_dict()`.
+fn repr_of(object: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    let dict = object.call_method0("to_dict")?;
+    let dict = dict.cast::<PyDict>()?;
+    let mut parts = Vec::new();
+    for (key, value) in dict.iter() {
+        parts.push(format!("{}={}", key.str()?, value.repr()?));
+    }
+    Ok(format!("{name}({})", parts.join(", ")))
+}
+
+/// Declares an immutable Python class with read-only attributes, `to_dict()` and a
+/// `repr` listing them: the one definition every returned object uses.
+macro_rules! record {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[pyclass(frozen, module = "coinorder._coinorder")]
+        pub struct $name {
+            $($(#[$fmeta])* #[pyo3(get)] pub $field: $ty,)*
+        }
+
+        #[pymethods]
+        impl $name {
+            /// The attributes as a plain `dict` (values keep their Python types).
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let dict = PyDict::new(py);
+                $(dict.set_item(stringify!($field).trim_start_matches("r#"), self.$field.clone_ref_or_clone(py))?;)*
+                Ok(dict)
+            }
+
+            fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+                repr_of(slf.as_any(), stringify!($name))
+            }
+        }
+    };
+}
+
+/// Copies a field's value for `to_dict` (Python objects by reference, plain values by value).
+trait CloneForDict {
+    type Out: for<'py> IntoPyObject<'py>;
+    fn clone_ref_or_clone(&self, py: Python<'_>) -> Self::Out;
+}
+
+macro_rules! clone_plain {
+    ($($ty:ty),*) => {$(
+        impl CloneForDict for $ty {
+            type Out = $ty;
+            fn clone_ref_or_clone(&self, _py: Python<'_>) -> $ty { self.clone() }
+        }
+    )*};
+}
+clone_plain!(String, Option<String>, i64, u32, u64, usize, bool, Decimal);
+
+impl CloneForDict for Py<PyAny> {
+    type Out = Py<PyAny>;
+    fn clone_ref_or_clone(&self, py: Python<'_>) -> Py<PyAny> {
+        // A nested coinorder object appears as its own dict; datetimes and states as they are.
+        let bound = self.bind(py);
+        match bound.hasattr("to_dict") {
+            Ok(true) => bound.call_method0("to_dict").map_or_else(|_| bound.clone().unbind(), Bound::unbind),
+            _ => bound.clone().unbind(),
+        }
+    }
+}
+
+impl CloneForDict for Option<Py<PyAny>> {
+    type Out = Option<Py<PyAny>>;
+    fn clone_ref_or_clone(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.as_ref().map(|v| v.clone_ref(py))
+    }
+}
+
+impl CloneForDict for Vec<Py<PyAny>> {
+    type Out = Vec<Py<PyAny>>;
+    fn clone_ref_or_clone(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.iter().map(|item| item.clone_ref_or_clone(py)).collect()
+    }
+}
+
+record! {
+    /// An API key as stored: never the plain key or its webhook secret.
+    ApiKey {
+        /// Stable identifier (`key_...`), used to manage the key.
+        id: String,
+        /// The host app's merchant account id.
+        user_id: i64,
+        /// `"sandbox"` or `"live"`.
+        environment: String,
+        /// `"active"` or `"inactive"`.
+        status: String,
+        /// Default webhook target of the key's orders.
+        webhook_url: Option<String>,
+        /// Prefix and last four characters, to tell keys apart.
+        key_hint: String,
+        /// When it was created (aware UTC datetime).
+        created_at: Py<PyAny>,
+        /// When it last authenticated a request, or None.
+        last_used_at: Option<Py<PyAny>>,
+    }
+}
+
+impl ApiKey {
+    fn new(py: Python<'_>, key: coinorder::ApiKey) -> PyResult<Self> {
+        Ok(ApiKey {
+            id: key.id,
+            user_id: key.user_id,
+            environment: key.environment.as_str().to_string(),
+            status: key.status.as_str().to_string(),
+            webhook_url: key.webhook_url,
+            key_hint: key.key_hint,
+            created_at: datetime(py, key.created_at_ms)?,
+            last_used_at: opt_datetime(py, key.last_used_at_ms)?,
+        })
+    }
+}
+
+/// A key just created: the plain key and its webhook secret are shown this once.
+#[pyclass(frozen, module = "coinorder._coinorder")]
+pub struct CreatedKey {
+    /// The plain API key (`test_...` / `prod_...`): store it, it is never shown again.
+    #[pyo3(get)]
+    plain_key: String,
+    /// The webhook signing secret (`whsec_...`).
+    #[pyo3(get)]
+    webhook_secret: String,
+    /// The key as stored.
+    #[pyo3(get)]
+    key: Py<PyAny>,
+}
+
+#[pymethods]
+impl CreatedKey {
+    /// The attributes as a dict (the plain key and secret included: handle with care).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        dict.set_item("plain_key", &self.plain_key)?;
+        dict.set_item("webhook_secret", &self.webhook_secret)?;
+        dict.set_item("key", self.key.bind(py).call_method0("to_dict")?)?;
+        Ok(dict)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        // Never the key or the secret: a repr ends up in logs.
+        Ok(format!("CreatedKey(plain_key='<hidden>', webhook_secret='<hidden>', key={})", self.key.bind(py).repr()?))
+    }
+}
+
+record! {
+    /// The merchant an API key authenticates; pass it to the order calls.
+    Merchant {
+        /// The key's id.
+        key_id: String,
+        /// The merchant account id.
+        user_id: i64,
+        /// `"sandbox"` or `"live"`.
+        environment: String,
+    }
+}
+
+impl Merchant {
+    fn core(&self) -> PyResult<CoreMerchant> {
+        Ok(CoreMerchant {
+            key_id: self.key_id.clone(),
+            user_id: self.user_id,
+            environment: self.environment.parse().map_err(|_| PyValueError::new_err("merchant: bad environment"))?,
+        })
+    }
+}
+
+record! {
+    /// An order (spec §2.3 plus what the host may see).
+    Order {
+        /// The order id (a UUID).
+        order_id: String,
+        /// The merchant account id.
+        user_id: i64,
+        /// `"sandbox"` or `"live"`.
+        environment: String,
+        /// The id of the key that created it.
+        key_id: String,
+        /// The merchant's own id for the order.
+        merchant_order_id: String,
+        /// Title shown to the customer.
+        title: Option<String>,
+        /// Description shown to the customer.
+        description: Option<String>,
+        /// Where the payment page sends the customer back.
+        callback_url: Option<String>,
+        /// Where this order's webhooks go.
+        webhook_url: Option<String>,
+        /// Redirect after payment.
+        success_url: Option<String>,
+        /// Redirect after cancelling.
+        cancel_url: Option<String>,
+        /// Where the payment link is e-mailed.
+        customer_email: Option<String>,
+        /// The fiat price (exact Decimal).
+        amount: Decimal,
+        /// The fiat currency (ISO 4217).
+        currency: String,
+        /// `""` until a payment is seen, then the fiat code.
+        receive_currency: String,
+        /// The state (`coinorder.OrderStatus`, equal to `"NEW"`, `"PAID"`...).
+        status: Py<PyAny>,
+        /// When it was created.
+        created_at: Py<PyAny>,
+        /// When it last changed.
+        updated_at: Py<PyAny>,
+        /// Always False (orders are never deleted).
+        deleted: bool,
+        /// True when the merchant accepted a late or short payment.
+        marked_paid: bool,
+    }
+}
+
+impl Order {
+    fn new(py: Python<'_>, order: coinorder::Order) -> PyResult<Self> {
+        Ok(Order {
+            order_id: order.order_id,
+            user_id: order.user_id,
+            environment: order.environment.as_str().to_string(),
+            key_id: order.key_id,
+            merchant_order_id: order.merchant_order_id,
+            title: order.title,
+            description: order.description,
+            callback_url: order.callback_url,
+            webhook_url: order.webhook_url,
+            success_url: order.success_url,
+            cancel_url: order.cancel_url,
+            customer_email: order.customer_email,
+            amount: order.amount,
+            currency: order.currency,
+            receive_currency: order.receive_currency,
+            status: status(py, order.status)?,
+            created_at: datetime(py, order.created_at)?,
+            updated_at: datetime(py, order.updated_at)?,
+            deleted: order.deleted,
+            marked_paid: order.marked_paid,
+        })
+    }
+}
+
+record! {
+    /// An order's invoice: the quote in crypto (spec §2.4 plus rate, address and URI).
+    Invoice {
+        /// The invoice id.
+        invoice_id: String,
+        /// Its order.
+        order_id: String,
+        /// The merchant's id of the order.
+        merchant_order_id: String,
+        /// The crypto amount to pay (exact Decimal).
+        amount: Decimal,
+        /// The crypto currency.
+        currency: String,
+        /// Fiat per coin used for the quote.
+        rate: Decimal,
+        /// The state, as the order's.
+        status: Py<PyAny>,
+        /// Fiat value received so far.
+        receive_amount: Decimal,
+        /// `""` until a payment is seen, then the fiat code.
+        receive_currency: String,
+        /// When it was created.
+        created_at: Py<PyAny>,
+        /// When the quote expires.
+        expired_at: Py<PyAny>,
+        /// When it last changed.
+        updated_at: Py<PyAny>,
+        /// The deposit address.
+        address: String,
+        /// The payment URI (BIP-21 / EIP-681).
+        payment_uri: String,
+    }
+}
+
+impl Invoice {
+    fn new(py: Python<'_>, invoice: coinorder::Invoice) -> PyResult<Self> {
+        Ok(Invoice {
+            invoice_id: invoice.invoice_id,
+            order_id: invoice.order_id,
+            merchant_order_id: invoice.merchant_order_id,
+            amount: invoice.amount,
+            currency: invoice.currency,
+            rate: invoice.rate,
+            status: status(py, invoice.status)?,
+            receive_amount: invoice.receive_amount,
+            receive_currency: invoice.receive_currency,
+            created_at: datetime(py, invoice.created_at)?,
+            expired_at: datetime(py, invoice.expired_at)?,
+            updated_at: datetime(py, invoice.updated_at)?,
+            address: invoice.address,
+            payment_uri: invoice.payment_uri,
+        })
+    }
+}
+
+/// The order and invoice pair, as Python objects.
+fn pair(py: Python<'_>, current: coinorder::OrderWithInvoice) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    Ok((
+        Py::new(py, Order::new(py, current.order)?)?.into_any(),
+        Py::new(py, Invoice::new(py, current.invoice)?)?.into_any(),
+    ))
+}
+
+record! {
+    /// An order with its invoice.
+    OrderWithInvoice {
+        /// The order.
+        order: Py<PyAny>,
+        /// Its invoice.
+        invoice: Py<PyAny>,
+    }
+}
+
+impl OrderWithInvoice {
+    fn new(py: Python<'_>, current: coinorder::OrderWithInvoice) -> PyResult<Self> {
+        let (order, invoice) = pair(py, current)?;
+        Ok(OrderWithInvoice { order, invoice })
+    }
+}
+
+record! {
+    /// What `create_order` did.
+    CreatedOrder {
+        /// The order.
+        order: Py<PyAny>,
+        /// Its invoice.
+        invoice: Py<PyAny>,
+        /// The hosted payment page for the customer.
+        payment_url: String,
+        /// True when an identical earlier request was replayed (no new order).
+        replayed: bool,
+    }
+}
+
+record! {
+    /// A page of orders, newest first.
+    OrderPage {
+        /// The orders.
+        orders: Vec<Py<PyAny>>,
+        /// The page size asked for.
+        limit: u32,
+        /// How many were skipped.
+        offset: u64,
+        /// True when more orders follow.
+        has_more: bool,
+    }
+}
+
+record! {
+    /// A payment seen on chain.
+    Payment {
+        /// The transaction id.
+        txid: String,
+        /// Its order.
+        order_id: String,
+        /// The amount in the invoice's coin (exact Decimal).
+        amount: Decimal,
+        /// The coin.
+        currency: String,
+        /// `"unconfirmed"`, `"confirmed"` or `"rejected"`.
+        state: String,
+        /// True when it counts toward the invoice (seen while the quote was open).
+        counts: bool,
+        /// When it was first seen.
+        seen_at: Py<PyAny>,
+        /// When it was confirmed or rejected, or None.
+        settled_at: Option<Py<PyAny>>,
+    }
+}
+
+impl Payment {
+    fn object(py: Python<'_>, payment: coinorder::Payment) -> PyResult<Py<PyAny>> {
+        Py::new(
+            py,
+            Payment {
+                txid: payment.txid,
+                order_id: payment.order_id,
+                amount: payment.amount,
+                currency: payment.currency,
+                state: payment.state.as_str().to_string(),
+                counts: payment.counts,
+                seen_at: datetime(py, payment.seen_at)?,
+                settled_at: opt_datetime(py, payment.settled_at)?,
+            },
+        )
+        .map(Py::into_any)
+    }
+}
+
+record! {
+    /// An event of the outbox (what a webhook receiver gets).
+    Event {
+        /// The event id, the webhook's `webhook-id`.
+        event_id: String,
+        /// Its order.
+        order_id: String,
+        /// `"order.paid"`, `"order.pending"`...
+        r#type: String,
+        /// 1, 2, 3... per order.
+        sequence: i64,
+        /// The order's state before.
+        previous_status: String,
+        /// The order's state after.
+        status: String,
+        /// When it happened.
+        created_at: Py<PyAny>,
+    }
+}
+
+impl Event {
+    fn list(py: Python<'_>, events: Vec<coinorder::Event>) -> PyResult<Vec<Py<PyAny>>> {
+        events
+            .into_iter()
+            .map(|event| {
+                Py::new(
+                    py,
+                    Event {
+                        event_id: event.event_id,
+                        order_id: event.order_id,
+                        r#type: event.event_type.as_str().to_string(),
+                        sequence: event.sequence,
+                        previous_status: event.previous_status.as_str().to_string(),
+                        status: event.status.as_str().to_string(),
+                        created_at: datetime(py, event.created_at)?,
+                    },
+                )
+                .map(Py::into_any)
+            })
+            .collect()
+    }
+}
+
+record! {
+    /// What a payment call did.
+    PaymentOutcome {
+        /// The payment as stored now.
+        payment: Py<PyAny>,
+        /// The order after the call.
+        order: Py<PyAny>,
+        /// Its invoice after the call.
+        invoice: Py<PyAny>,
+        /// Events the call emitted.
+        events: Vec<Py<PyAny>>,
+        /// True when the call repeated an earlier one and changed nothing.
+        duplicate: bool,
+    }
+}
+
+impl PaymentOutcome {
+    fn new(py: Python<'_>, outcome: coinorder::PaymentOutcome) -> PyResult<Self> {
+        let (order, invoice) = pair(py, outcome.order)?;
+        Ok(PaymentOutcome {
+            payment: Payment::object(py, outcome.payment)?,
+            order,
+            invoice,
+            events: Event::list(py, outcome.events)?,
+            duplicate: outcome.duplicate,
+        })
+    }
+}
+
+record! {
+    /// What a sandbox simulation step did.
+    Simulation {
+        /// The order after the step.
+        order: Py<PyAny>,
+        /// Its invoice after the step.
+        invoice: Py<PyAny>,
+        /// Payments the step made or settled.
+        payments: Vec<Py<PyAny>>,
+        /// Events it emitted.
+        events: Vec<Py<PyAny>>,
+    }
+}
+
+record! {
+    /// What `expire_due` did.
+    ExpiryReport {
+        /// NEW orders that became EXPIRED.
+        expired: usize,
+        /// PENDING orders that became FAILED.
+        failed: usize,
+    }
+}
+
+record! {
+    /// What `deliver_due` did.
+    DeliveryReport {
+        /// Webhook attempts made.
+        attempted: usize,
+        /// Answered with a 2xx.
+        delivered: usize,
+        /// Failed, to be retried.
+        retrying: usize,
+        /// Failed for good.
+        failed: usize,
+        /// Events with no webhook URL to send to.
+        no_target: usize,
+    }
+}
+
+record! {
+    /// An exchange rate of the rate table.
+    Rate {
+        /// The coin.
+        crypto: String,
+        /// The fiat currency.
+        fiat: String,
+        /// Fiat per coin (exact Decimal).
+        rate: Decimal,
+        /// After this it is not used; None: until replaced.
+        valid_until: Option<Py<PyAny>>,
+        /// When it was set.
+        updated_at: Py<PyAny>,
+    }
+}
+
+impl Rate {
+    fn object(py: Python<'_>, rate: coinorder::Rate) -> PyResult<Py<PyAny>> {
+        Py::new(
+            py,
+            Rate {
+                crypto: rate.crypto,
+                fiat: rate.fiat,
+                rate: rate.rate,
+                valid_until: opt_datetime(py, rate.valid_until)?,
+                updated_at: datetime(py, rate.updated_at)?,
+            },
+        )
+        .map(Py::into_any)
+    }
+}
+
+/// An HTTP response from `Service.handle`.
+#[pyclass(frozen, module = "coinorder._coinorder")]
+pub struct Response {
+    /// The HTTP status.
+    #[pyo3(get)]
+    status: u16,
+    /// The response headers.
+    #[pyo3(get)]
+    headers: Py<PyDict>,
+    /// The body bytes.
+    #[pyo3(get)]
+    body: Py<PyBytes>,
+}
+
+#[pymethods]
+impl Response {
+    /// The body parsed as JSON.
+    fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?.call_method1("loads", (self.body.bind(py),))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Response(status={}, {} bytes)", self.status, self.body.bind(py).as_bytes().len())
+    }
+}
+
+/// The order service over one SQLite file. Safe to share between threads.
+#[pyclass(frozen, module = "coinorder._coinorder")]
+pub struct Service {
+    inner: Mutex<Option<Arc<Core>>>,
+    environment: Environment,
+}
+
+impl Service {
+    /// The open core service, or `ValueError` after `close()`.
+    fn core(&self) -> PyResult<Arc<Core>> {
+        let guard = self.inner.lock().map_err(|_| PyValueError::new_err("service is closed"))?;
+        guard.clone().ok_or_else(|| PyValueError::new_err("service is closed"))
+    }
+}
+
+fn opt_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<String>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => {
+            v.extract::<String>().map(Some).map_err(|_| PyTypeError::new_err(format!("{field}: must be a str or None")))
+        }
+    }
+}
+
+#[pymethods]
+impl Service {
+    /// Opens (creating if needed) the service over `target`, a SQLite file path, for
+    /// `environment` (`"sandbox"` or `"live"`); `options` are those of the C ABI's
+    /// `config_json` (`invoice_ttl=900`, `rate_limit=0`, `synchronous="normal"`...).
+    #[staticmethod]
+    #[pyo3(signature = (target, environment = "sandbox", **options))]
+    fn open(py: Python<'_>, target: &str, environment: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let mut config_options = serde_json::Map::new();
+        config_options.insert("environment".into(), serde_json::Value::from(environment));
+        if let Some(options) = options {
+            for (name, value) in options.iter() {
+                let name: String = name.extract()?;
+                config_options.insert(name.clone(), option_value(&value, &name)?);
+            }
+        }
+        let config = Config::from_options(&serde_json::Value::Object(config_options)).map_err(|e| to_py_err(py, &e))?;
+        let environment = config.environment;
+        let target = target.to_string();
+        let core = detached(py, move || Core::open(target, config))?;
+        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment })
+    }
+
+    /// Closes the service; later calls raise `ValueError`. Calling it twice is fine.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().ok().and_then(|mut guard| guard.take());
+        // The database closes when the last call in flight on another thread finishes.
+        py.detach(move || drop(taken));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    /// `"sandbox"` or `"live"`.
+    #[getter]
+    fn environment(&self) -> &'static str {
+        self.environment.as_str()
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.core().is_ok() { "open" } else { "closed" };
+        format!("Service(environment='{}', {state})", self.environment.as_str())
+    }
+
+    // ----- keys -----
+
+    /// Creates an API key for merchant `user_id` in this service's environment.
+    #[pyo3(signature = (user_id, webhook_url = None))]
+    fn create_key(&self, py: Python<'_>, user_id: i64, webhook_url: Option<String>) -> PyResult<CreatedKey> {
+        let core = self.core()?;
+        let environment = self.environment;
+        let created = detached(py, move || core.create_key(NewApiKey { user_id, environment, webhook_url }))?;
+        Ok(CreatedKey {
+            plain_key: created.plain_key.expose().to_string(),
+            webhook_secret: created.webhook_secret.expose().to_string(),
+            key: Py::new(py, ApiKey::new(py, created.key)?)?.into_any(),
+        })
+    }
+
+    /// Every API key (of both environments).
+    fn list_keys(&self, py: Python<'_>) -> PyResult<Vec<ApiKey>> {
+        let core = self.core()?;
+        detached(py, move || core.list_keys())?.into_iter().map(|key| ApiKey::new(py, key)).collect()
+    }
+
+    /// Lets a key be used again.
+    fn activate_key(&self, py: Python<'_>, id: String) -> PyResult<ApiKey> {
+        let core = self.core()?;
+        ApiKey::new(py, detached(py, move || core.activate_key(&id))?)
+    }
+
+    /// Refuses a key's requests (`AuthenticationFailed`) until it is activated again.
+    fn deactivate_key(&self, py: Python<'_>, id: String) -> PyResult<ApiKey> {
+        let core = self.core()?;
+        ApiKey::new(py, detached(py, move || core.deactivate_key(&id))?)
+    }
+
+    /// Deletes a key for good.
+    fn delete_key(&self, py: Python<'_>, id: String) -> PyResult<()> {
+        let core = self.core()?;
+        detached(py, move || core.delete_key(&id))
+    }
+
+    /// Sets (or, with None, clears) a key's default webhook URL.
+    #[pyo3(signature = (id, url))]
+    fn set_key_webhook_url(&self, py: Python<'_>, id: String, url: Option<String>) -> PyResult<ApiKey> {
+        let core = self.core()?;
+        ApiKey::new(py, detached(py, move || core.set_key_webhook_url(&id, url.as_deref()))?)
+    }
+
+    /// Gives a key a new webhook signing secret and returns it (shown this once).
+    fn rotate_key_webhook_secret(&self, py: Python<'_>, id: String) -> PyResult<String> {
+        let core = self.core()?;
+        Ok(detached(py, move || core.rotate_key_webhook_secret(&id))?.expose().to_string())
+    }
+
+    /// The merchant a plain API key stands for, checked as the `x-api-key` header is.
+    #[pyo3(signature = (plain_key))]
+    fn authenticate(&self, py: Python<'_>, plain_key: Option<String>) -> PyResult<Merchant> {
+        let core = self.core()?;
+        let merchant = detached(py, move || core.authenticate(plain_key.as_deref()))?;
+        Ok(Merchant {
+            key_id: merchant.key_id,
+            user_id: merchant.user_id,
+            environment: merchant.environment.as_str().to_string(),
+        })
+    }
+
+    // ----- orders -----
+
+    /// Creates an order priced in fiat; `amount` is a `decimal.Decimal` (or int, or
+    /// decimal text), never a float.
+    #[pyo3(signature = (merchant, *, currency, amount, merchant_order_id = None, title = None, description = None,
+        pay_currency = None, callback_url = None, webhook_url = None, success_url = None, cancel_url = None,
+        customer_email = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_order(
+        &self,
+        py: Python<'_>,
+        merchant: &Merchant,
+        currency: String,
+        amount: &Bound<'_, PyAny>,
+        merchant_order_id: Option<&Bound<'_, PyAny>>,
+        title: Option<&Bound<'_, PyAny>>,
+        description: Option<&Bound<'_, PyAny>>,
+        pay_currency: Option<&Bound<'_, PyAny>>,
+        callback_url: Option<&Bound<'_, PyAny>>,
+        webhook_url: Option<&Bound<'_, PyAny>>,
+        success_url: Option<&Bound<'_, PyAny>>,
+        cancel_url: Option<&Bound<'_, PyAny>>,
+        customer_email: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<CreatedOrder> {
+        let request = CreateOrder {
+            merchant_order_id: opt_text_arg(merchant_order_id, "merchant_order_id")?,
+            currency,
+            amount: amount_arg(amount, "amount")?,
+            title: opt_text_arg(title, "title")?,
+            description: opt_text_arg(description, "description")?,
+            callback_url: opt_text_arg(callback_url, "callback_url")?,
+            webhook_url: opt_text_arg(webhook_url, "webhook_url")?,
+            success_url: opt_text_arg(success_url, "success_url")?,
+            cancel_url: opt_text_arg(cancel_url, "cancel_url")?,
+            customer_email: opt_text_arg(customer_email, "customer_email")?,
+            pay_currency: opt_text_arg(pay_currency, "pay_currency")?,
+        };
+        let merchant = merchant.core()?;
+        let core = self.core()?;
+        let created = detached(py, move || core.create_order(&merchant, &request))?;
+        let (order, invoice) = pair(py, created.order)?;
+        Ok(CreatedOrder { order, invoice, payment_url: created.payment_url, replayed: created.replayed })
+    }
+
+    /// An order of the merchant's with its invoice (`OrderNotValid` if there is none).
+    fn get_order(&self, py: Python<'_>, merchant: &Merchant, order_id: String) -> PyResult<OrderWithInvoice> {
+        let merchant = merchant.core()?;
+        let core = self.core()?;
+        OrderWithInvoice::new(py, detached(py, move || core.get_order(&merchant, &order_id))?)
+    }
+
+    /// The merchant's orders, newest first; `status` filters, `limit` is 1 to 50.
+    #[pyo3(signature = (merchant, status = None, limit = 10, offset = 0))]
+    fn list_orders(
+        &self,
+        py: Python<'_>,
+        merchant: &Merchant,
+        status: Option<&Bound<'_, PyAny>>,
+        limit: i64,
+        offset: i64,
+    ) -> PyResult<OrderPage> {
+        // The query's own rules (and messages) decide: the same text the URL would carry.
+        let mut query = format!("limit={limit}&offset={offset}");
+        if let Some(status) = opt_text_arg(status, "status")? {
+            query.push_str("&status=");
+            query.push_str(&url_encode(&status));
+        }
+        let query: ListOrders = coinorder::parse_list_query(&query).map_err(|e| to_py_err(py, &e))?;
+        let merchant = merchant.core()?;
+        let core = self.core()?;
+        let page = detached(py, move || core.list_orders(&merchant, &query))?;
+        let orders = page
+            .orders
+            .into_iter()
+            .map(|o| Ok(Py::new(py, Order::new(py, o)?)?.into_any()))
+            .collect::<PyResult<_>>()?;
+        Ok(OrderPage { orders, limit: page.limit, offset: page.offset, has_more: page.has_more })
+    }
+
+    /// The merchant cancels a NEW order of theirs.
+    fn cancel_order(&self, py: Python<'_>, merchant: &Merchant, order_id: String) -> PyResult<OrderWithInvoice> {
+        let merchant = merchant.core()?;
+        let core = self.core()?;
+        OrderWithInvoice::new(py, detached(py, move || core.cancel_order(&merchant, &order_id))?)
+    }
+
+    /// Accepts a late or short payment: EXPIRED or FAILED becomes PAID.
+    fn mark_paid(&self, py: Python<'_>, order_id: String) -> PyResult<OrderWithInvoice> {
+        let core = self.core()?;
+        OrderWithInvoice::new(py, detached(py, move || core.mark_paid(&order_id))?)
+    }
+
+    // ----- payments -----
+
+    /// Records a payment seen on chain (idempotent by `txid`).
+    #[pyo3(signature = (order_id, txid, amount, confirmed = true))]
+    fn record_payment(
+        &self,
+        py: Python<'_>,
+        order_id: String,
+        txid: String,
+        amount: &Bound<'_, PyAny>,
+        confirmed: bool,
+    ) -> PyResult<PaymentOutcome> {
+        let amount = amount_arg(amount, "amount")?;
+        let core = self.core()?;
+        PaymentOutcome::new(py, detached(py, move || core.record_payment(&order_id, &txid, amount, confirmed))?)
+    }
+
+    /// Marks a recorded payment final.
+    fn confirm_payment(&self, py: Python<'_>, txid: String) -> PyResult<PaymentOutcome> {
+        let core = self.core()?;
+        PaymentOutcome::new(py, detached(py, move || core.confirm_payment(&txid))?)
+    }
+
+    /// Marks a recorded payment as never final (a double spend).
+    fn reject_payment(&self, py: Python<'_>, txid: String) -> PyResult<PaymentOutcome> {
+        let core = self.core()?;
+        PaymentOutcome::new(py, detached(py, move || core.reject_payment(&txid))?)
+    }
+
+    /// The payments of an order.
+    fn order_payments(&self, py: Python<'_>, order_id: String) -> PyResult<Vec<Py<PyAny>>> {
+        let core = self.core()?;
+        detached(py, move || core.order_payments(&order_id))?.into_iter().map(|p| Payment::object(py, p)).collect()
+    }
+
+    /// One sandbox simulation step: `action` is pay, partial, confirm, reject, cancel or
+    /// expire; `amount` (pay, partial) is in the invoice's coin, what is due by default.
+    #[pyo3(signature = (order_id, action, amount = None, confirmed = true))]
+    fn simulate(
+        &self,
+        py: Python<'_>,
+        order_id: String,
+        action: &str,
+        amount: Option<&Bound<'_, PyAny>>,
+        confirmed: bool,
+    ) -> PyResult<Simulation> {
+        let amount = match amount {
+            Some(value) if !value.is_none() => Some(amount_arg(value, "amount")?),
+            _ => None,
+        };
+        let action = match action {
+            "pay" => SimulateAction::Pay { amount, confirmed },
+            "partial" => SimulateAction::Partial { amount },
+            "confirm" => SimulateAction::Confirm,
+            "reject" => SimulateAction::Reject,
+            "cancel" => SimulateAction::Cancel,
+            "expire" => SimulateAction::Expire,
+            other => {
+                let rule = format!("must be pay, partial, confirm, reject, cancel or expire, not {other:?}");
+                return Err(to_py_err(py, &coinorder::Error::invalid("action", rule)));
+            }
+        };
+        let core = self.core()?;
+        let done = detached(py, move || core.simulate(&order_id, &action))?;
+        let (order, invoice) = pair(py, done.order)?;
+        let payments = done.payments.into_iter().map(|p| Payment::object(py, p)).collect::<PyResult<_>>()?;
+        Ok(Simulation { order, invoice, payments, events: Event::list(py, done.events)? })
+    }
+
+    /// Moves every order whose quote has run out (NEW → EXPIRED, PENDING short → FAILED).
+    fn expire_due(&self, py: Python<'_>) -> PyResult<ExpiryReport> {
+        let core = self.core()?;
+        let report = detached(py, move || core.expire_due(core.now()))?;
+        Ok(ExpiryReport { expired: report.expired, failed: report.failed })
+    }
+
+    /// Sends up to `limit` due webhooks (and due e-mails) now.
+    #[pyo3(signature = (limit = 100))]
+    fn deliver_due(&self, py: Python<'_>, limit: usize) -> PyResult<DeliveryReport> {
+        let core = self.core()?;
+        let report = detached(py, move || core.deliver_due(limit))?;
+        Ok(DeliveryReport {
+            attempted: report.attempted,
+            delivered: report.delivered,
+            retrying: report.retrying,
+            failed: report.failed,
+            no_target: report.no_target,
+        })
+    }
+
+    // ----- rates -----
+
+    /// Sets the rate of `crypto` in `fiat` (fiat per coin), optionally until `valid_until`.
+    #[pyo3(signature = (crypto, fiat, rate, valid_until = None))]
+    fn set_rate(
+        &self,
+        py: Python<'_>,
+        crypto: String,
+        fiat: String,
+        rate: &Bound<'_, PyAny>,
+        valid_until: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let rate = amount_arg(rate, "rate")?;
+        let valid_until = match valid_until {
+            Some(at) if !at.is_none() => Some(timestamp_arg(at, "valid_until")?),
+            _ => None,
+        };
+        let core = self.core()?;
+        Rate::object(py, detached(py, move || core.set_rate(&crypto, &fiat, rate, valid_until))?)
+    }
+
+    /// The rate table of this environment.
+    fn list_rates(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let core = self.core()?;
+        detached(py, move || core.list_rates())?.into_iter().map(|r| Rate::object(py, r)).collect()
+    }
+
+    // ----- the HTTP API -----
+
+    /// The spec's HTTP API: mount it in any Python web framework.
+    #[pyo3(signature = (method, path, headers = None, body = None))]
+    fn handle(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        path: &str,
+        headers: Option<&Bound<'_, PyAny>>,
+        body: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Response> {
+        let mut request = WireRequest::new(method, path);
+        if let Some(headers) = headers.filter(|h| !h.is_none()) {
+            for item in headers.call_method0("items")?.try_iter()? {
+                let (name, value): (String, String) = item?.extract()?;
+                request = request.header(&name, &value);
+            }
+        }
+        request = request.body(body_arg(body)?);
+        let core = self.core()?;
+        let response = py.detach(move || core.handle(&request));
+        let headers = PyDict::new(py);
+        for (name, value) in &response.headers {
+            headers.set_item(name, value)?;
+        }
+        Ok(Response {
+            status: response.status,
+            headers: headers.unbind(),
+            body: PyBytes::new(py, &response.body).unbind(),
+        })
+    }
+}
+
+/// A request or webhook body: bytes, str (sent as UTF-8) or None.
+fn body_arg(body: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
+    match body {
+        None => Ok(Vec::new()),
+        Some(b) if b.is_none() => Ok(Vec::new()),
+        Some(b) => {
+            if let Ok(text) = b.cast::<PyString>() {
+                return Ok(text.to_cow()?.as_bytes().to_vec());
+            }
+            b.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err("body: must be bytes, str or None"))
+        }
+    }
+}
+
+/// An aware `datetime` (or Unix seconds as an int) as a timestamp.
+fn timestamp_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Timestamp> {
+    if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
+        return Ok(Timestamp(value.extract::<i64>()?.saturating_mul(1000)));
+    }
+    if value.getattr("tzinfo").map(|tz| tz.is_none()).unwrap_or(true) {
+        return Err(PyTypeError::new_err(format!("{field}: must be a timezone-aware datetime")));
+    }
+    let seconds: f64 = value.call_method0("timestamp")?.extract()?;
+    // Milliseconds, rounded: the precision the service stores.
+    Ok(Timestamp((seconds * 1000.0).round() as i64))
+}
+
+/// An option value of `Service.open` as JSON (what `Config::from_options` reads).
+fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Value> {
+    if value.is_none() {
+        return Ok(serde_json::Value::Null);
+    }
+    if value.is_instance_of::<PyBool>() {
+        Ok(serde_json::Value::Bool(value.extract()?))
+    } else if value.is_instance_of::<PyInt>() {
+        Ok(serde_json::Value::from(value.extract::<i64>()?))
+    } else if value.is_instance_of::<PyString>() {
+        Ok(serde_json::Value::from(value.extract::<String>()?))
+    } else if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items: Vec<String> =
+            value.extract().map_err(|_| PyTypeError::new_err(format!("{name}: must be a list of str")))?;
+        Ok(serde_json::Value::from(items))
+    } else {
+        let other = value.get_type().name()?.to_string();
+        Err(PyTypeError::new_err(format!("{name}: a {other} is not a valid option value")))
+    }
+}
+
+/// Percent-encodes a query value.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Verifies a received webhook (Standard Webhooks) and returns its JSON payload; raises
+/// `WebhookVerificationError` when it is not authentic or not fresh.
+#[pyfunction]
+#[pyo3(signature = (secret, headers, body, now = None))]
+fn verify_webhook<'py>(
+    py: Python<'py>,
+    secret: &str,
+    headers: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+    now: Option<i64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut found: [Option<String>; 3] = [None, None, None];
+    for item in headers.call_method0("items")?.try_iter()? {
+        let (name, value): (String, String) = item?.extract()?;
+        let slot = match name.to_ascii_lowercase().as_str() {
+            "webhook-id" => 0,
+            "webhook-timestamp" => 1,
+            "webhook-signature" => 2,
+            _ => continue,
+        };
+        found[slot] = Some(value);
+    }
+    let body = body_arg(Some(body))?;
+    let now = match now {
+        Some(now) => now,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+    };
+    let [id, timestamp, signature] = &found;
+    coinorder::signature::verify(secret, id.as_deref(), timestamp.as_deref(), signature.as_deref(), &body, now)
+        .map_err(|e| to_py_err(py, &coinorder::Error::new(coinorder::ErrorKind::from(e))))?;
+    py.import("json")?.call_method1("loads", (PyBytes::new(py, &body),))
+}
+
+/// The compiled part of the `coinorder` package.
+#[pymodule]
+fn _coinorder(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Service>()?;
+    m.add_class::<ApiKey>()?;
+    m.add_class::<CreatedKey>()?;
+    m.add_class::<Merchant>()?;
+    m.add_class::<Order>()?;
+    m.add_class::<Invoice>()?;
+    m.add_class::<OrderWithInvoice>()?;
+    m.add_class::<CreatedOrder>()?;
+    m.add_class::<OrderPage>()?;
+    m.add_class::<Payment>()?;
+    m.add_class::<Event>()?;
+    m.add_class::<PaymentOutcome>()?;
+    m.add_class::<Simulation>()?;
+    m.add_class::<ExpiryReport>()?;
+    m.add_class::<DeliveryReport>()?;
+    m.add_class::<Rate>()?;
+    m.add_class::<Response>()?;
+    m.add_function(wrap_pyfunction!(verify_webhook, m)?)?;
+    Ok(())
+}

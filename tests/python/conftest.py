@@ -1,0 +1,62 @@
+"""Shared fixtures of the Python binding's tests: a fresh sandbox database per test."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import coinorder
+
+# The Flask example is imported by test_flask.py as the module `flask_app`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "python"))
+
+# Each example of a property test is a database write or two: no deadline (CI machines vary),
+# and a bounded count so the whole suite stays well under a minute. The database fixture is
+# per test, shared by that test's examples (each example makes its own orders).
+settings.register_profile(
+    "coinorder",
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+settings.load_profile("coinorder")
+
+OrderFactory = Callable[..., coinorder.CreatedOrder]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    """A database file that does not exist yet, in this test's own directory."""
+    return str(tmp_path / "shop.db")
+
+
+@pytest.fixture
+def svc(db_path: str) -> Iterator[coinorder.Service]:
+    """A sandbox service without a rate limit (tests make many calls per second)."""
+    with coinorder.Service.open(db_path, "sandbox", rate_limit=0, synchronous="normal") as service:
+        yield service
+
+
+@pytest.fixture
+def created_key(svc: coinorder.Service) -> coinorder.CreatedKey:
+    return svc.create_key(1)
+
+
+@pytest.fixture
+def merchant(svc: coinorder.Service, created_key: coinorder.CreatedKey) -> coinorder.Merchant:
+    return svc.authenticate(created_key.plain_key)
+
+
+@pytest.fixture
+def new_order(svc: coinorder.Service, merchant: coinorder.Merchant) -> OrderFactory:
+    """Creates a USD order of the test's merchant (19.99 unless told otherwise)."""
+
+    def make(amount: Decimal | int | str = Decimal("19.99"), **fields: str) -> coinorder.CreatedOrder:
+        return svc.create_order(merchant, currency="USD", amount=amount, **fields)
+
+    return make

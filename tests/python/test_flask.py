@@ -1,0 +1,124 @@
+"""The Flask example (examples/python/flask_app.py) through Flask's test client."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+import coinorder
+from flask_app import create_app
+
+
+@pytest.fixture
+def client(svc: coinorder.Service) -> FlaskClient:
+    app = create_app(svc)
+    app.testing = True
+    return app.test_client()
+
+
+def exact_json(data: bytes) -> Any:
+    return json.loads(data, parse_float=Decimal)
+
+
+def test_create_get_and_list_orders(client: FlaskClient, created_key: coinorder.CreatedKey) -> None:
+    auth = {"x-api-key": created_key.plain_key}
+    body = '{"merchant_order_id":"cart-7","currency":"USD","amount":19.99,"title":"T-shirt"}'
+    created = client.post("/v1/orders", data=body, headers=auth, content_type="application/json")
+    assert created.status_code == 201
+    assert created.headers["content-type"] == "application/json"
+    answer = exact_json(created.data)
+    assert answer["status"] == 201
+    assert answer["data"]["amount"] == Decimal("19.99")
+    assert answer["data"]["status"] == "NEW"
+    order_id = answer["data"]["order_id"]
+    assert answer["payment_url"] == f"http://127.0.0.1:8080/pay?id={order_id}"
+
+    replay = client.post("/v1/orders", data=body, headers=auth, content_type="application/json")
+    assert (replay.status_code, replay.data) == (201, created.data)
+
+    read = client.get(f"/v1/orders/{order_id}", headers=auth)
+    assert read.status_code == 200
+    got = exact_json(read.data)
+    assert got["order"]["order_id"] == order_id
+    assert got["order"]["price_amount"] == Decimal("19.99")
+    assert got["invoice"]["order_id"] == order_id
+    assert got["invoice"]["currency"] == "USDT"
+
+    listed = client.get("/v1/orders?status=NEW&limit=5", headers=auth)
+    assert listed.status_code == 200
+    page = listed.get_json()
+    assert [o["order_id"] for o in page["orders"]] == [order_id]
+    assert (page["limit"], page["has_more"]) == (5, False)
+    assert client.get("/v1/orders?status=PAID", headers=auth).get_json()["orders"] == []
+
+
+def test_simulate_through_the_api(client: FlaskClient, created_key: coinorder.CreatedKey) -> None:
+    auth = {"x-api-key": created_key.plain_key}
+    order_id = client.post("/v1/orders", json={"currency": "EUR", "amount": "10"}, headers=auth).get_json()["data"][
+        "order_id"
+    ]
+    paid = client.post(f"/v1/orders/{order_id}/simulate", json={"action": "pay"}, headers=auth)
+    assert paid.status_code == 200
+    assert paid.get_json()["order"]["status"] == "PAID"
+
+
+def test_errors_come_back_as_the_api_answers_them(client: FlaskClient, created_key: coinorder.CreatedKey) -> None:
+    no_key = client.get("/v1/orders")
+    assert no_key.status_code == 400
+    assert no_key.get_json()["error_code"] == "AUTHENTICATION_FAILED"
+    bad_key = client.get("/v1/orders", headers={"X-Api-Key": "test_" + "x" * 40})
+    assert (bad_key.status_code, bad_key.get_json()["error_code"]) == (401, "Unauthorized")
+    auth = {"x-api-key": created_key.plain_key}
+    zero = client.post("/v1/orders", json={"currency": "USD", "amount": 0}, headers=auth)
+    assert zero.status_code == 400
+    assert zero.get_json() == {
+        "status": 400,
+        "error_code": "PARAMETERS_MISSING",
+        "error": "amount: must be greater than 0",
+    }
+    unknown = client.get("/v1/orders/00000000-0000-4000-8000-000000000000", headers=auth)
+    assert (unknown.status_code, unknown.get_json()["error_code"]) == (400, "ORDER_NOT_VALID")
+    nowhere = client.get("/v1/nothing-here", headers=auth)
+    assert (nowhere.status_code, nowhere.get_json()["error_code"]) == (404, "Not Found")
+    wrong_method = client.post("/v1/orders/00000000-0000-4000-8000-000000000000", headers=auth)
+    assert wrong_method.status_code == 404
+
+
+def test_the_payment_page(svc: coinorder.Service, client: FlaskClient, merchant: coinorder.Merchant) -> None:
+    created = svc.create_order(merchant, currency="USD", amount=Decimal("19.99"), title="T-shirt <Blue>")
+    order_id = created.order.order_id
+    page = client.get(f"/pay?id={order_id}")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["x-frame-options"] == "DENY"
+    html = page.data.decode()
+    assert html.lstrip().lower().startswith("<!doctype html>")
+    assert "T-shirt &lt;Blue&gt;" in html and "<Blue>" not in html
+    assert "19.99" in html
+    assert created.invoice.address in html
+
+    status = client.get(f"/pay/status?id={order_id}")
+    assert status.status_code == 200
+    assert status.get_json()["status"] == "NEW"
+    assert status.get_json()["sandbox"] is True
+
+    paid = client.post(f"/pay/simulate?id={order_id}")
+    assert paid.status_code == 200
+    assert paid.get_json()["status"] == "PAID"
+    assert svc.get_order(merchant, order_id).order.status == "PAID"
+
+    missing = client.get("/pay?id=00000000-0000-4000-8000-000000000000")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/html")
+
+
+def test_the_payment_page_cancel(svc: coinorder.Service, client: FlaskClient, merchant: coinorder.Merchant) -> None:
+    order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+    cancelled = client.post(f"/pay/cancel?id={order_id}")
+    assert (cancelled.status_code, cancelled.get_json()["status"]) == (200, "CANCELLED")
+    again = client.post(f"/pay/cancel?id={order_id}")
+    assert (again.status_code, again.get_json()["error_code"]) == (400, "ORDER_STATE_INVALID")

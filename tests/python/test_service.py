@@ -1,0 +1,127 @@
+"""Service.open and its options, close and the context manager, the module's metadata."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import coinorder
+
+
+def test_version_is_a_semver_string() -> None:
+    assert isinstance(coinorder.__version__, str)
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", coinorder.__version__)
+
+
+def test_open_defaults_to_the_sandbox(db_path: str) -> None:
+    with coinorder.Service.open(db_path) as svc:
+        assert svc.environment == "sandbox"
+    assert Path(db_path).exists()
+
+
+def test_open_live(db_path: str) -> None:
+    with coinorder.Service.open(db_path, "live") as svc:
+        assert svc.environment == "live"
+
+
+def test_open_with_every_option(tmp_path: Path) -> None:
+    with coinorder.Service.open(
+        str(tmp_path / "all.db"),
+        "sandbox",
+        payment_page_url="https://pay.shop.example/checkout",
+        invoice_ttl=60,
+        rate_limit=0,
+        rate_burst=5,
+        synchronous="normal",
+        busy_timeout_ms=5000,
+        secret_key_file=str(tmp_path / "secret.key"),
+        webhook_timeout_secs=2,
+        delivery_concurrency=2,
+        allow_private_webhooks=True,
+        pay_currencies=["BTC", "USDT"],
+        default_pay_currency="BTC",
+        smtp_url="smtp://127.0.0.1:2525",
+        smtp_from="shop <shop@example.com>",
+    ) as svc:
+        key = svc.create_key(1)
+        merchant = svc.authenticate(key.plain_key)
+        created = svc.create_order(merchant, currency="USD", amount=Decimal("100"))
+        assert created.payment_url.startswith("https://pay.shop.example/checkout?id=")
+        assert created.invoice.currency == "BTC"  # default_pay_currency
+        assert created.invoice.amount == Decimal("0.01")  # 100 USD at the sandbox's 10 000 USD/BTC
+        ttl = created.invoice.expired_at - created.invoice.created_at
+        assert 59 <= ttl.total_seconds() <= 61
+    assert (tmp_path / "secret.key").exists()
+    assert not (tmp_path / "all.db.key").exists()
+
+
+def test_unknown_option_names_it(db_path: str) -> None:
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(db_path, invoice_tll=60)
+    assert "config.invoice_tll" in caught.value.message
+    assert caught.value.http_status == 400
+
+
+def test_bad_option_value_names_it(db_path: str) -> None:
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(db_path, invoice_ttl=0)
+    assert "config.invoice_ttl" in caught.value.message
+
+
+def test_unknown_environment_is_refused(db_path: str) -> None:
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(db_path, "prod")
+    assert "environment" in caught.value.message
+
+
+def test_close_is_idempotent_and_later_calls_raise_value_error(db_path: str) -> None:
+    svc = coinorder.Service.open(db_path)
+    svc.close()
+    svc.close()
+    with pytest.raises(ValueError, match="service is closed"):
+        svc.create_key(1)
+    with pytest.raises(ValueError, match="service is closed"):
+        svc.list_keys()
+    with pytest.raises(ValueError, match="service is closed"):
+        svc.handle("GET", "/v1/orders")
+
+
+def test_context_manager_closes_on_exit(db_path: str) -> None:
+    with coinorder.Service.open(db_path) as svc:
+        key = svc.create_key(1)
+    with pytest.raises(ValueError):
+        svc.authenticate(key.plain_key)
+
+
+def test_context_manager_closes_on_error_and_lets_it_propagate(db_path: str) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        with coinorder.Service.open(db_path) as svc:
+            raise RuntimeError("boom")
+    with pytest.raises(ValueError):
+        svc.list_keys()
+
+
+def test_data_persists_across_opens(db_path: str) -> None:
+    with coinorder.Service.open(db_path) as svc:
+        key = svc.create_key(7)
+        merchant = svc.authenticate(key.plain_key)
+        order_id = svc.create_order(merchant, currency="EUR", amount="5").order.order_id
+    with coinorder.Service.open(db_path) as svc:
+        merchant = svc.authenticate(key.plain_key)
+        assert svc.get_order(merchant, order_id).order.amount == Decimal("5")
+        assert [k.id for k in svc.list_keys()] == [key.key.id]
+
+
+def test_live_and_sandbox_do_not_see_each_other(db_path: str) -> None:
+    with coinorder.Service.open(db_path, "sandbox") as sandbox:
+        test_key = sandbox.create_key(1)
+    with coinorder.Service.open(db_path, "live") as live:
+        with pytest.raises(coinorder.Unauthorized):
+            live.authenticate(test_key.plain_key)
+        prod_key = live.create_key(1)
+        assert prod_key.plain_key.startswith("prod_")
+        assert prod_key.key.environment == "live"
+        assert live.authenticate(prod_key.plain_key).environment == "live"

@@ -1,0 +1,164 @@
+"""verify_webhook: the Standard Webhooks test vector, and real webhooks delivered to a local receiver."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from types import MappingProxyType
+
+import pytest
+
+import coinorder
+
+# The Standard Webhooks specification's test vector.
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+HEADERS = {
+    "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek",
+    "webhook-timestamp": "1614265330",
+    "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+}
+BODY = b'{"test": 2432232314}'
+NOW = 1614265330
+
+
+def test_the_test_vector_verifies() -> None:
+    assert coinorder.verify_webhook(SECRET, HEADERS, BODY, now=NOW) == {"test": 2432232314}
+
+
+def test_body_as_str_and_headers_in_any_case_and_any_mapping() -> None:
+    upper = {name.title(): value for name, value in HEADERS.items()}
+    assert coinorder.verify_webhook(SECRET, upper, BODY.decode(), now=NOW) == {"test": 2432232314}
+    assert coinorder.verify_webhook(SECRET, MappingProxyType(HEADERS), BODY, now=NOW) == {"test": 2432232314}
+
+
+def test_within_the_five_minute_tolerance() -> None:
+    assert coinorder.verify_webhook(SECRET, HEADERS, BODY, now=NOW + 299) == {"test": 2432232314}
+    assert coinorder.verify_webhook(SECRET, HEADERS, BODY, now=NOW - 299) == {"test": 2432232314}
+
+
+def test_one_of_several_signatures_may_match() -> None:
+    rotated = dict(HEADERS, **{"webhook-signature": "v1,bm90IHRoaXMgb25l " + HEADERS["webhook-signature"]})
+    assert coinorder.verify_webhook(SECRET, rotated, BODY, now=NOW) == {"test": 2432232314}
+
+
+@pytest.mark.parametrize(
+    ("secret", "headers", "body", "now"),
+    [
+        pytest.param(SECRET, HEADERS, b'{"test": 2432232315}', NOW, id="tampered body"),
+        pytest.param(SECRET, HEADERS, BODY + b" ", NOW, id="extra byte"),
+        pytest.param(SECRET, HEADERS, BODY, NOW + 301, id="stale now"),
+        pytest.param(SECRET, HEADERS, BODY, NOW - 301, id="future timestamp"),
+        pytest.param(SECRET, HEADERS, BODY, None, id="real clock"),
+        pytest.param("whsec_" + "A" * 32, HEADERS, BODY, NOW, id="other secret"),
+        pytest.param(SECRET, dict(HEADERS, **{"webhook-id": "msg_other"}), BODY, NOW, id="other id"),
+        pytest.param(SECRET, dict(HEADERS, **{"webhook-timestamp": "1614265331"}), BODY, NOW, id="other timestamp"),
+        pytest.param(SECRET, dict(HEADERS, **{"webhook-timestamp": "soon"}), BODY, NOW, id="bad timestamp"),
+        pytest.param(SECRET, dict(HEADERS, **{"webhook-signature": "v2,abc"}), BODY, NOW, id="other version"),
+        pytest.param(
+            SECRET, {k: v for k, v in HEADERS.items() if k != "webhook-signature"}, BODY, NOW, id="no signature"
+        ),
+        pytest.param(SECRET, {k: v for k, v in HEADERS.items() if k != "webhook-id"}, BODY, NOW, id="no id"),
+        pytest.param(SECRET, {}, BODY, NOW, id="no headers"),
+    ],
+)
+def test_verification_failures(secret: str, headers: dict[str, str], body: bytes, now: int | None) -> None:
+    with pytest.raises(coinorder.WebhookVerificationError) as caught:
+        coinorder.verify_webhook(secret, headers, body, now=now)
+    error = caught.value
+    assert isinstance(error, coinorder.Error)
+    assert (error.error_code, error.http_status) == ("SIGNATURE_INVALID", 400)
+    assert str(error) == error.message
+
+
+@dataclass
+class Receiver:
+    """A local HTTP server that records every webhook it gets and answers 204."""
+
+    url: str
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            received.append(({name: value for name, value in self.headers.items()}, body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}/hooks", received)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_delivered_webhook_verifies_with_the_keys_secret(svc: coinorder.Service, receiver: Receiver) -> None:
+    key = svc.create_key(1, webhook_url=receiver.url)
+    merchant = svc.authenticate(key.plain_key)
+    created = svc.create_order(merchant, currency="USD", amount=Decimal("19.99"), title="T-shirt")
+    paid = svc.simulate(created.order.order_id, "pay")
+    assert paid.order.status == "PAID"
+
+    report = svc.deliver_due()
+    assert (report.attempted, report.delivered, report.retrying, report.failed) == (1, 1, 0, 0)
+    (headers, body) = receiver.received[0]
+    assert len(receiver.received) == 1
+    assert {"webhook-id", "webhook-timestamp", "webhook-signature"} <= {name.lower() for name in headers}
+
+    payload = coinorder.verify_webhook(key.webhook_secret, headers, body)
+    assert payload["type"] == "order.paid"
+    assert payload["data"]["order"]["order_id"] == created.order.order_id
+    assert payload["data"]["order"]["status"] == "PAID"
+    assert payload["data"]["previous_status"] == "NEW"
+    assert payload["data"]["sequence"] == 1
+    assert payload == json.loads(body)
+    lower = {name.lower(): value for name, value in headers.items()}
+    assert lower["webhook-id"] == paid.events[0].event_id
+
+    # The same delivery fails verification once tampered with, or with another key's secret.
+    with pytest.raises(coinorder.WebhookVerificationError):
+        coinorder.verify_webhook(key.webhook_secret, headers, body.replace(b"PAID", b"FAID"))
+    with pytest.raises(coinorder.WebhookVerificationError):
+        coinorder.verify_webhook(svc.create_key(2).webhook_secret, headers, body)
+    assert svc.deliver_due().attempted == 0  # delivered once, not again
+
+
+def test_rotated_secret_signs_later_webhooks(svc: coinorder.Service, receiver: Receiver) -> None:
+    key = svc.create_key(1, webhook_url=receiver.url)
+    merchant = svc.authenticate(key.plain_key)
+    new_secret = svc.rotate_key_webhook_secret(key.key.id)
+    order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+    svc.simulate(order_id, "cancel")
+    assert svc.deliver_due().delivered == 1
+    (headers, body) = receiver.received[0]
+    assert coinorder.verify_webhook(new_secret, headers, body)["type"] == "order.cancelled"
+    with pytest.raises(coinorder.WebhookVerificationError):
+        coinorder.verify_webhook(key.webhook_secret, headers, body)
+
+
+def test_the_orders_webhook_url_wins_over_the_keys(svc: coinorder.Service, receiver: Receiver) -> None:
+    key = svc.create_key(1, webhook_url="http://127.0.0.1:9/never")
+    merchant = svc.authenticate(key.plain_key)
+    order_id = svc.create_order(merchant, currency="USD", amount=5, webhook_url=receiver.url).order.order_id
+    svc.simulate(order_id, "partial")
+    svc.simulate(order_id, "pay")
+    # Each order's events go out in sequence: the second waits for the first's attempt.
+    delivered = [svc.deliver_due().delivered for _ in range(3)]
+    assert sum(delivered) == 2 and delivered[-1] == 0
+    types = [coinorder.verify_webhook(key.webhook_secret, h, b)["type"] for h, b in receiver.received]
+    assert types == ["order.pending", "order.paid"]
