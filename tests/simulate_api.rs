@@ -379,3 +379,37 @@ fn pay_simulate_in_sandbox_pays_and_redirects_with_paid() {
     assert_eq!(body["redirect_url"], json!(format!("https://shop.example.com/done?order_id={}&status=PAID", o.id)));
     step(&h, &mut o, Expect::received("PAID", "100", "EUR"), &[("order.paid", "NEW")]);
 }
+
+/// `Service::simulate` reports what the step did: the payment it made or settled and the
+/// events it emitted, with the order after it (what the CLI and the bindings print).
+#[test]
+fn simulate_reports_the_payments_and_events_of_each_step() {
+    let h = harness();
+    let o = btc_order(&h);
+    tick(&h);
+    let paid = h.svc.simulate(&o.id, &SimulateAction::Pay { amount: None, confirmed: false }).expect("pay");
+    assert_eq!(paid.order.order.status, OrderStatus::Pending);
+    assert_eq!(paid.payments.len(), 1);
+    let txid = paid.payments[0].txid.clone();
+    assert!(txid.starts_with("sandbox_tx_"), "{txid}");
+    assert_eq!(
+        (paid.payments[0].amount, paid.payments[0].state),
+        (dec("0.01111112"), coinorder::PaymentState::Unconfirmed)
+    );
+    let types: Vec<&str> = paid.events.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types, ["order.pending"]);
+
+    tick(&h);
+    let confirmed = h.svc.simulate(&o.id, &SimulateAction::Confirm).expect("confirm");
+    assert_eq!(confirmed.order.order.status, OrderStatus::Paid);
+    assert_eq!(
+        confirmed.payments.iter().map(|p| (p.txid.as_str(), p.state)).collect::<Vec<_>>(),
+        [(txid.as_str(), coinorder::PaymentState::Confirmed)]
+    );
+    assert_eq!(confirmed.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), ["order.paid"]);
+
+    let other = btc_order(&h);
+    let cancelled = h.svc.simulate(&other.id, &SimulateAction::Cancel).expect("cancel");
+    assert!(cancelled.payments.is_empty());
+    assert_eq!(cancelled.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), ["order.cancelled"]);
+}

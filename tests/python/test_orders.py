@@ -166,7 +166,17 @@ def test_bool_amount_raises_type_error(svc: coinorder.Service, merchant: coinord
         (Decimal("1.5"), "JPY", "decimal places"),
         (Decimal("1000000000000.01"), "USD", "at most"),
         ("19,99", "USD", "decimal number"),
+        # Text must be a plain number: a typo never becomes a price (README, "Money is exact").
         (" 5", "USD", "decimal number"),
+        ("5 ", "USD", "decimal number"),
+        ("+5", "USD", "decimal number"),
+        ("1_000", "USD", "decimal number"),
+        (".5", "USD", "decimal number"),
+        ("5.", "USD", "decimal number"),
+        ("", "USD", "decimal number"),
+        # Digits past what a Decimal of the core holds are refused, never rounded away.
+        (Decimal("19.99000000000000000000000000001"), "USD", "amount"),
+        (Decimal("0.1000000000000000000000000000001"), "USD", "amount"),
     ],
 )
 def test_invalid_amount_raises_parameters_missing(

@@ -127,7 +127,7 @@ def test_simulate_partial_then_pay(svc: coinorder.Service, new_order: NewOrder) 
     assert rest.payments[0].amount == Decimal(10)
     assert [(e.type, e.sequence) for e in rest.events] == [("order.paid", 2)]
     assert len(svc.order_payments(order_id)) == 2
-    with pytest.raises(coinorder.OrderStateInvalid):
+    with pytest.raises(coinorder.ParametersMissing, match="nothing is due"):
         svc.simulate(order_id, "pay")
 
 

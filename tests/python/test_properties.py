@@ -35,6 +35,12 @@ usd_invalid = st.one_of(
     st.decimals(min_value=Decimal("0.000001"), max_value=Decimal(1000), places=6).filter(
         lambda d: d != d.quantize(Decimal("0.01"))
     ),
+    # A valid amount with a tail far past the cent: never rounded into a valid price.
+    st.builds(
+        lambda amount, places: amount + Decimal(1).scaleb(-places),
+        st.decimals(min_value=Decimal("0.01"), max_value=MAX - 1, places=2),
+        st.integers(min_value=3, max_value=30),
+    ),
     # Zero or less.
     st.decimals(max_value=Decimal(0), min_value=-MAX, places=2),
     st.sampled_from([Decimal(0), Decimal("-0"), Decimal("0.00"), Decimal("-0.01")]),
@@ -63,7 +69,8 @@ def test_any_valid_usd_amount_round_trips_exactly(
 def test_any_valid_jpy_amount_round_trips_exactly(
     svc: coinorder.Service, merchant: coinorder.Merchant, amount: int, kind: str
 ) -> None:
-    given_amount: Decimal | int | str = {"int": amount, "Decimal": Decimal(amount), "str": str(amount)}[kind]
+    forms: dict[str, Decimal | int | str] = {"int": amount, "Decimal": Decimal(amount), "str": str(amount)}
+    given_amount = forms[kind]
     created = svc.create_order(merchant, currency="JPY", amount=given_amount)
     assert created.order.amount == amount
     assert created.order.amount == created.order.amount.to_integral_value()
