@@ -63,7 +63,9 @@ CREATE TABLE IF NOT EXISTS invoices (
 ) STRICT;
 """
 
-_ORDER_COLUMNS = "o.order_id, o.user_id, o.merchant_order_id, o.title, o.amount, o.currency, o.status, o.created_at, o.updated_at"
+_ORDER_COLUMNS = (
+    "o.order_id, o.user_id, o.merchant_order_id, o.title, o.amount, o.currency, o.status, o.created_at, o.updated_at"
+)
 _INVOICE_COLUMNS = "i.invoice_id, i.amount, i.currency, i.rate, i.status, i.created_at, i.expired_at, i.updated_at"
 
 _INSERT_ORDER = (

@@ -26,8 +26,6 @@ settings.register_profile(
 )
 settings.load_profile("coinorder")
 
-OrderFactory = Callable[..., coinorder.CreatedOrder]
-
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
@@ -53,7 +51,7 @@ def merchant(svc: coinorder.Service, created_key: coinorder.CreatedKey) -> coino
 
 
 @pytest.fixture
-def new_order(svc: coinorder.Service, merchant: coinorder.Merchant) -> OrderFactory:
+def new_order(svc: coinorder.Service, merchant: coinorder.Merchant) -> Callable[..., coinorder.CreatedOrder]:
     """Creates a USD order of the test's merchant (19.99 unless told otherwise)."""
 
     def make(amount: Decimal | int | str = Decimal("19.99"), **fields: str) -> coinorder.CreatedOrder:

@@ -137,7 +137,9 @@ def test_amount_round_trips_exactly(
     assert read.invoice.amount == created.invoice.amount
 
 
-def test_decimal_1999_keeps_its_digits(svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder) -> None:
+def test_decimal_1999_keeps_its_digits(
+    svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder
+) -> None:
     order_id = new_order(Decimal("19.99")).order.order_id
     amount = svc.get_order(merchant, order_id).order.amount
     assert amount == Decimal("19.99")
@@ -267,7 +269,9 @@ def test_other_users_orders_are_not_visible(svc: coinorder.Service, new_order: N
     assert svc.list_orders(other).orders == []
 
 
-def test_list_orders_pages_and_filters(svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder) -> None:
+def test_list_orders_pages_and_filters(
+    svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder
+) -> None:
     ids = [new_order(amount=n + 1).order.order_id for n in range(5)]
     page = svc.list_orders(merchant)
     assert isinstance(page, coinorder.OrderPage)
@@ -337,7 +341,9 @@ def test_mark_paid_accepts_an_expired_order(svc: coinorder.Service, new_order: N
         svc.mark_paid(str(uuid.uuid4()))
 
 
-def test_status_compares_with_strings(svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder) -> None:
+def test_status_compares_with_strings(
+    svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder
+) -> None:
     order_id = new_order().order.order_id
     order = svc.get_order(merchant, order_id).order
     assert order.status == "NEW"

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,3 +231,16 @@ def test_deliver_due_without_a_target(svc: coinorder.Service, new_order: NewOrde
     assert report.no_target == 1
     assert report.delivered == 0
     assert set(report.to_dict()) == {"attempted", "delivered", "retrying", "failed", "no_target"}
+
+
+def test_floats_are_refused_wherever_money_goes_in(svc: coinorder.Service, new_order: NewOrder) -> None:
+    order_id = new_order().order.order_id
+    floating: Any = 19.99  # what a careless caller passes; the signatures do not allow it
+    with pytest.raises(TypeError, match="Decimal"):
+        svc.record_payment(order_id, "tx-float", floating)
+    with pytest.raises(TypeError, match="Decimal"):
+        svc.simulate(order_id, "pay", amount=floating)
+    with pytest.raises(TypeError, match="Decimal"):
+        svc.set_rate("BTC", "USD", floating)
+    assert svc.order_payments(order_id) == []
+    assert svc.list_rates() == []

@@ -9,7 +9,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import coinorder
@@ -37,7 +37,7 @@ usd_invalid = st.one_of(
     ),
     # A valid amount with a tail far past the cent: never rounded into a valid price.
     st.builds(
-        lambda amount, places: amount + Decimal(1).scaleb(-places),
+        lambda amount, places: Decimal(f"{amount:f}" + "0" * (places - 3) + "1"),  # exact, not Decimal + Decimal
         st.decimals(min_value=Decimal("0.01"), max_value=MAX - 1, places=2),
         st.integers(min_value=3, max_value=30),
     ),
@@ -79,6 +79,9 @@ def test_any_valid_jpy_amount_round_trips_exactly(
 
 
 @given(amount=usd_invalid, as_text=st.booleans())
+@example(amount=Decimal("0.01" + "0" * 27 + "1"), as_text=False)  # 31 digits: must not round to 0.01
+@example(amount=Decimal("0.01" + "0" * 27 + "1"), as_text=True)
+@example(amount=Decimal("-0"), as_text=False)
 def test_any_invalid_usd_amount_raises_parameters_missing(
     svc: coinorder.Service, merchant: coinorder.Merchant, amount: Decimal, as_text: bool
 ) -> None:

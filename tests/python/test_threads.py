@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -81,3 +83,41 @@ def test_reads_and_writes_from_threads_at_once(svc: coinorder.Service, merchant:
         thread.join(timeout=60)
     assert errors == []
     assert len(svc.list_orders(merchant, status="PAID", limit=50).orders) == 50
+
+
+def test_the_gil_is_released_while_a_webhook_is_sent(svc: coinorder.Service) -> None:
+    """Other Python threads run while deliver_due waits on a slow receiver."""
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            time.sleep(1.0)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        key = svc.create_key(1, webhook_url=f"http://127.0.0.1:{server.server_address[1]}/slow")
+        merchant = svc.authenticate(key.plain_key)
+        order_id = svc.create_order(merchant, currency="USD", amount=1).order.order_id
+        svc.simulate(order_id, "pay")
+        reports: list[coinorder.DeliveryReport] = []
+        delivering = threading.Thread(target=lambda: reports.append(svc.deliver_due()))
+        started = time.monotonic()
+        delivering.start()
+        reads = 0
+        while delivering.is_alive() and time.monotonic() - started < 10:
+            assert svc.get_order(merchant, order_id).order.status == "PAID"
+            reads += 1
+        delivering.join()
+        assert time.monotonic() - started >= 0.9
+        assert reports[0].delivered == 1
+        assert reads > 20, f"only {reads} reads ran while deliver_due waited: is the GIL held?"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,7 +2,7 @@
 //!
 //! It converts Python arguments to the core's typed requests, calls [`coinorder::Service`]
 //! with the GIL released (`py.detach`), and returns immutable objects with the Rust field
-//! names. Money crosses as `decimal.Decimal` (exact, scale kept), timestamps as aware UTC
+//! names. Money crosses as `decimal.Decimal` (exact: never rounded), timestamps as aware UTC
 //! `datetime`s. Errors become the exception classes of `coinorder._errors`, one per
 //! error code, chosen by [`to_py_err`]. No business rule lives here.
 
@@ -15,7 +15,9 @@ use coinorder::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 
 /// A core error as the `coinorder` exception of its code.
 fn to_py_err(py: Python<'_>, error: &coinorder::Error) -> PyErr {
@@ -57,38 +59,79 @@ fn amount_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Decimal> {
             "{field}: use decimal.Decimal (or int, or decimal text), not {type_name}: a {type_name} cannot hold money exactly"
         )));
     }
-    let invalid = || to_py_err(value.py(), &coinorder::Error::invalid(field, "must be a decimal number"));
-    if value.is_instance_of::<PyInt>() {
-        return Decimal::from_str_exact(&value.str()?.to_cow()?).map_err(|_| invalid());
-    }
-    if let Ok(text) = value.cast::<PyString>() {
-        return Decimal::from_str_exact(text.to_cow()?.trim()).map_err(|_| invalid());
-    }
-    if value.get_type().is(&value.py().import("decimal")?.getattr("Decimal")?) {
-        // NaN, infinities and values beyond 28 digits have no exact counterpart.
-        return value.extract::<Decimal>().map_err(|_| invalid());
+    // int, text and Decimal all go through the core's one parser of amounts (the same
+    // rules as the HTTP API: a plain number, exact, never rounded to fit).
+    let exact = value.is_instance_of::<PyInt>()
+        || value.is_instance_of::<PyString>()
+        || value.is_instance(cached(value.py())?.decimal.bind(value.py()))?;
+    if exact {
+        let text = value.str()?;
+        return coinorder::money::parse_decimal(field, &text.to_cow()?).map_err(|e| to_py_err(value.py(), &e));
     }
     Err(PyTypeError::new_err(format!("{field}: must be a decimal.Decimal, int or decimal text, not {type_name}")))
 }
 
-/// A timestamp as an aware UTC `datetime` (exact to the millisecond).
-fn datetime(py: Python<'_>, at: Timestamp) -> PyResult<Py<PyAny>> {
-    let module = py.import("datetime")?;
-    let utc = module.getattr("timezone")?.getattr("utc")?;
-    let epoch = module.getattr("datetime")?.call1((1970, 1, 1, 0, 0, 0, 0, utc))?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("milliseconds", at.as_millis())?;
-    let delta = module.getattr("timedelta")?.call((), Some(&kwargs))?;
-    Ok(epoch.add(delta)?.unbind())
+/// Python objects looked up once per interpreter: what every conversion needs.
+struct Cached {
+    epoch: Py<PyAny>,
+    timedelta: Py<PyAny>,
+    decimal: Py<PyAny>,
+    order_status: Py<PyAny>,
 }
 
-fn opt_datetime(py: Python<'_>, at: Option<Timestamp>) -> PyResult<Option<Py<PyAny>>> {
-    at.map(|at| datetime(py, at)).transpose()
+static CACHED: PyOnceLock<Cached> = PyOnceLock::new();
+
+fn cached(py: Python<'_>) -> PyResult<&Cached> {
+    CACHED.get_or_try_init(py, || {
+        let module = py.import("datetime")?;
+        let utc = module.getattr("timezone")?.getattr("utc")?;
+        Ok(Cached {
+            epoch: module.getattr("datetime")?.call1((1970, 1, 1, 0, 0, 0, 0, utc))?.unbind(),
+            timedelta: module.getattr("timedelta")?.unbind(),
+            decimal: py.import("decimal")?.getattr("Decimal")?.unbind(),
+            order_status: py.import("coinorder._errors")?.getattr("OrderStatus")?.unbind(),
+        })
+    })
+}
+
+/// A timestamp as an aware UTC `datetime`, exact to the millisecond (epoch + timedelta,
+/// no float on the way).
+fn datetime(py: Python<'_>, at: Timestamp) -> PyResult<Py<PyAny>> {
+    let cached = cached(py)?;
+    let ms = at.as_millis();
+    let delta = cached.timedelta.bind(py).call1((0, ms.div_euclid(1000), ms.rem_euclid(1000) * 1000))?;
+    Ok(cached.epoch.bind(py).add(delta)?.unbind())
+}
+
+fn opt_datetime(py: Python<'_>, at: Option<Timestamp>) -> PyResult<Py<PyAny>> {
+    match at {
+        Some(at) => datetime(py, at),
+        None => Ok(py.None()),
+    }
 }
 
 /// A state as `coinorder.OrderStatus`, a `str` enum equal to the spec's text (`"PAID"`).
 fn status(py: Python<'_>, status: OrderStatus) -> PyResult<Py<PyAny>> {
-    Ok(py.import("coinorder._errors")?.getattr("OrderStatus")?.call1((status.as_str(),))?.unbind())
+    Ok(cached(py)?.order_status.bind(py).getattr(status.as_str())?.unbind())
+}
+
+/// Any plain value (text, number, bool, Decimal, None) as a Python object.
+fn value<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> PyResult<Py<PyAny>> {
+    v.into_py_any(py)
+}
+
+/// A value for `to_dict`: a nested coinorder object as its own dict, a list item by item,
+/// anything else as it is.
+fn dict_value(py: Python<'_>, v: Py<PyAny>) -> PyResult<Py<PyAny>> {
+    let bound = v.bind(py);
+    if bound.is_instance_of::<PyList>() {
+        let items = bound.try_iter()?.map(|item| dict_value(py, item?.unbind())).collect::<PyResult<Vec<_>>>()?;
+        return Ok(PyList::new(py, items)?.into_any().unbind());
+    }
+    if !bound.is_instance_of::<PyString>() && bound.hasattr("to_dict")? {
+        return Ok(bound.call_method0("to_dict")?.unbind());
+    }
+    Ok(v)
 }
 
 /// Renders the `__repr__` of an object from its `to_dict()`.
@@ -102,22 +145,34 @@ fn repr_of(object: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
     Ok(format!("{name}({})", parts.join(", ")))
 }
 
-/// Declares an immutable Python class with read-only attributes, `to_dict()` and a
-/// `repr` listing them: the one definition every returned object uses.
+/// Declares an immutable Python class over a core value: each attribute is a read-only
+/// property converted when it is read (so a call returning fifty orders does not build
+/// fifty times twenty Python values nobody looks at), plus `to_dict()` and a `repr`
+/// listing them. The one definition every returned object uses.
 macro_rules! record {
-    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident($inner:ty) { $($(#[$fmeta:meta])* $field:ident => $conv:expr),* $(,)? }) => {
         $(#[$meta])*
         #[pyclass(frozen, module = "coinorder._coinorder")]
         pub struct $name {
-            $($(#[$fmeta])* #[pyo3(get)] pub $field: $ty,)*
+            inner: $inner,
         }
 
         #[pymethods]
         impl $name {
-            /// The attributes as a plain `dict` (values keep their Python types).
+            $(
+                $(#[$fmeta])*
+                #[getter]
+                fn $field(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                    let convert: fn(Python<'_>, &$inner) -> PyResult<Py<PyAny>> = $conv;
+                    convert(py, &self.inner)
+                }
+            )*
+
+            /// The attributes as a plain `dict` (values keep their Python types; nested
+            /// objects become dicts too).
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
                 let dict = PyDict::new(py);
-                $(dict.set_item(stringify!($field).trim_start_matches("r#"), self.$field.clone_ref_or_clone(py))?;)*
+                $(dict.set_item(stringify!($field).trim_start_matches("r#"), dict_value(py, self.$field(py)?)?)?;)*
                 Ok(dict)
             }
 
@@ -125,86 +180,192 @@ macro_rules! record {
                 repr_of(slf.as_any(), stringify!($name))
             }
         }
+
+        impl $name {
+            /// Wraps a core value as a Python object.
+            fn object(py: Python<'_>, inner: $inner) -> PyResult<Py<PyAny>> {
+                Ok(Py::new(py, $name { inner })?.into_any())
+            }
+        }
     };
-}
-
-/// Copies a field's value for `to_dict` (Python objects by reference, plain values by value).
-trait CloneForDict {
-    type Out: for<'py> IntoPyObject<'py>;
-    fn clone_ref_or_clone(&self, py: Python<'_>) -> Self::Out;
-}
-
-macro_rules! clone_plain {
-    ($($ty:ty),*) => {$(
-        impl CloneForDict for $ty {
-            type Out = $ty;
-            fn clone_ref_or_clone(&self, _py: Python<'_>) -> $ty { self.clone() }
-        }
-    )*};
-}
-clone_plain!(String, Option<String>, i64, u32, u64, usize, bool, Decimal);
-
-impl CloneForDict for Py<PyAny> {
-    type Out = Py<PyAny>;
-    fn clone_ref_or_clone(&self, py: Python<'_>) -> Py<PyAny> {
-        // A nested coinorder object appears as its own dict; datetimes and states as they are.
-        let bound = self.bind(py);
-        match bound.hasattr("to_dict") {
-            Ok(true) => bound.call_method0("to_dict").map_or_else(|_| bound.clone().unbind(), Bound::unbind),
-            _ => bound.clone().unbind(),
-        }
-    }
-}
-
-impl CloneForDict for Option<Py<PyAny>> {
-    type Out = Option<Py<PyAny>>;
-    fn clone_ref_or_clone(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.as_ref().map(|v| v.clone_ref(py))
-    }
-}
-
-impl CloneForDict for Vec<Py<PyAny>> {
-    type Out = Vec<Py<PyAny>>;
-    fn clone_ref_or_clone(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
-        self.iter().map(|item| item.clone_ref_or_clone(py)).collect()
-    }
 }
 
 record! {
     /// An API key as stored: never the plain key or its webhook secret.
-    ApiKey {
+    ApiKey(coinorder::ApiKey) {
         /// Stable identifier (`key_...`), used to manage the key.
-        id: String,
+        id => |py, k| value(py, &k.id),
         /// The host app's merchant account id.
-        user_id: i64,
+        user_id => |py, k| value(py, k.user_id),
         /// `"sandbox"` or `"live"`.
-        environment: String,
+        environment => |py, k| value(py, k.environment.as_str()),
         /// `"active"` or `"inactive"`.
-        status: String,
+        status => |py, k| value(py, k.status.as_str()),
         /// Default webhook target of the key's orders.
-        webhook_url: Option<String>,
+        webhook_url => |py, k| value(py, &k.webhook_url),
         /// Prefix and last four characters, to tell keys apart.
-        key_hint: String,
+        key_hint => |py, k| value(py, &k.key_hint),
         /// When it was created (aware UTC datetime).
-        created_at: Py<PyAny>,
+        created_at => |py, k| datetime(py, k.created_at_ms),
         /// When it last authenticated a request, or None.
-        last_used_at: Option<Py<PyAny>>,
+        last_used_at => |py, k| opt_datetime(py, k.last_used_at_ms),
     }
 }
 
-impl ApiKey {
-    fn new(py: Python<'_>, key: coinorder::ApiKey) -> PyResult<Self> {
-        Ok(ApiKey {
-            id: key.id,
-            user_id: key.user_id,
-            environment: key.environment.as_str().to_string(),
-            status: key.status.as_str().to_string(),
-            webhook_url: key.webhook_url,
-            key_hint: key.key_hint,
-            created_at: datetime(py, key.created_at_ms)?,
-            last_used_at: opt_datetime(py, key.last_used_at_ms)?,
-        })
+record! {
+    /// The merchant an API key authenticates; pass it to the order calls.
+    Merchant(CoreMerchant) {
+        /// The key's id.
+        key_id => |py, m| value(py, &m.key_id),
+        /// The merchant account id.
+        user_id => |py, m| value(py, m.user_id),
+        /// `"sandbox"` or `"live"`.
+        environment => |py, m| value(py, m.environment.as_str()),
     }
+}
+
+record! {
+    /// An order (spec §2.3 plus what the host may see).
+    Order(coinorder::Order) {
+        /// The order id (a UUID).
+        order_id => |py, o| value(py, &o.order_id),
+        /// The merchant account id.
+        user_id => |py, o| value(py, o.user_id),
+        /// `"sandbox"` or `"live"`.
+        environment => |py, o| value(py, o.environment.as_str()),
+        /// The id of the key that created it.
+        key_id => |py, o| value(py, &o.key_id),
+        /// The merchant's own id for the order.
+        merchant_order_id => |py, o| value(py, &o.merchant_order_id),
+        /// Title shown to the customer.
+        title => |py, o| value(py, &o.title),
+        /// Description shown to the customer.
+        description => |py, o| value(py, &o.description),
+        /// Where the payment page sends the customer back.
+        callback_url => |py, o| value(py, &o.callback_url),
+        /// Where this order's webhooks go.
+        webhook_url => |py, o| value(py, &o.webhook_url),
+        /// Redirect after payment.
+        success_url => |py, o| value(py, &o.success_url),
+        /// Redirect after cancelling.
+        cancel_url => |py, o| value(py, &o.cancel_url),
+        /// Where the payment link is e-mailed.
+        customer_email => |py, o| value(py, &o.customer_email),
+        /// The fiat price (exact Decimal).
+        amount => |py, o| value(py, o.amount),
+        /// The fiat currency (ISO 4217).
+        currency => |py, o| value(py, &o.currency),
+        /// `""` until a payment is seen, then the fiat code.
+        receive_currency => |py, o| value(py, &o.receive_currency),
+        /// The state (`coinorder.OrderStatus`, equal to `"NEW"`, `"PAID"`...).
+        status => |py, o| status(py, o.status),
+        /// When it was created.
+        created_at => |py, o| datetime(py, o.created_at),
+        /// When it last changed.
+        updated_at => |py, o| datetime(py, o.updated_at),
+        /// Always False (orders are never deleted).
+        deleted => |py, o| value(py, o.deleted),
+        /// True when the merchant accepted a late or short payment.
+        marked_paid => |py, o| value(py, o.marked_paid),
+    }
+}
+
+record! {
+    /// An order's invoice: the quote in crypto (spec §2.4 plus rate, address and URI).
+    Invoice(coinorder::Invoice) {
+        /// The invoice id.
+        invoice_id => |py, i| value(py, &i.invoice_id),
+        /// Its order.
+        order_id => |py, i| value(py, &i.order_id),
+        /// The merchant's id of the order.
+        merchant_order_id => |py, i| value(py, &i.merchant_order_id),
+        /// The crypto amount to pay (exact Decimal).
+        amount => |py, i| value(py, i.amount),
+        /// The crypto currency.
+        currency => |py, i| value(py, &i.currency),
+        /// Fiat per coin used for the quote.
+        rate => |py, i| value(py, i.rate),
+        /// The state, as the order's.
+        status => |py, i| status(py, i.status),
+        /// Fiat value received so far.
+        receive_amount => |py, i| value(py, i.receive_amount),
+        /// `""` until a payment is seen, then the fiat code.
+        receive_currency => |py, i| value(py, &i.receive_currency),
+        /// When it was created.
+        created_at => |py, i| datetime(py, i.created_at),
+        /// When the quote expires.
+        expired_at => |py, i| datetime(py, i.expired_at),
+        /// When it last changed.
+        updated_at => |py, i| datetime(py, i.updated_at),
+        /// The deposit address.
+        address => |py, i| value(py, &i.address),
+        /// The payment URI (BIP-21 / EIP-681).
+        payment_uri => |py, i| value(py, &i.payment_uri),
+    }
+}
+
+record! {
+    /// A payment seen on chain.
+    Payment(coinorder::Payment) {
+        /// The transaction id.
+        txid => |py, p| value(py, &p.txid),
+        /// Its order.
+        order_id => |py, p| value(py, &p.order_id),
+        /// The amount in the invoice's coin (exact Decimal).
+        amount => |py, p| value(py, p.amount),
+        /// The coin.
+        currency => |py, p| value(py, &p.currency),
+        /// `"unconfirmed"`, `"confirmed"` or `"rejected"`.
+        state => |py, p| value(py, p.state.as_str()),
+        /// True when it counts toward the invoice (seen while the quote was open).
+        counts => |py, p| value(py, p.counts),
+        /// When it was first seen.
+        seen_at => |py, p| datetime(py, p.seen_at),
+        /// When it was confirmed or rejected, or None.
+        settled_at => |py, p| opt_datetime(py, p.settled_at),
+    }
+}
+
+record! {
+    /// An event of the outbox (what a webhook receiver gets).
+    Event(coinorder::Event) {
+        /// The event id, the webhook's `webhook-id`.
+        event_id => |py, e| value(py, &e.event_id),
+        /// Its order.
+        order_id => |py, e| value(py, &e.order_id),
+        /// `"order.paid"`, `"order.pending"`...
+        r#type => |py, e| value(py, e.event_type.as_str()),
+        /// 1, 2, 3... per order.
+        sequence => |py, e| value(py, e.sequence),
+        /// The order's state before.
+        previous_status => |py, e| value(py, e.previous_status.as_str()),
+        /// The order's state after.
+        status => |py, e| value(py, e.status.as_str()),
+        /// When it happened.
+        created_at => |py, e| datetime(py, e.created_at),
+    }
+}
+
+record! {
+    /// An exchange rate of the rate table.
+    Rate(coinorder::Rate) {
+        /// The coin.
+        crypto => |py, r| value(py, &r.crypto),
+        /// The fiat currency.
+        fiat => |py, r| value(py, &r.fiat),
+        /// Fiat per coin (exact Decimal).
+        rate => |py, r| value(py, r.rate),
+        /// After this it is not used; None: until replaced.
+        valid_until => |py, r| opt_datetime(py, r.valid_until),
+        /// When it was set.
+        updated_at => |py, r| datetime(py, r.updated_at),
+    }
+}
+
+/// A list of core values as a list of their Python objects.
+fn objects<T>(py: Python<'_>, items: Vec<T>, object: fn(Python<'_>, T) -> PyResult<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    let items = items.into_iter().map(|item| object(py, item)).collect::<PyResult<Vec<_>>>()?;
+    Ok(PyList::new(py, items)?.into_any().unbind())
 }
 
 /// A key just created: the plain key and its webhook secret are shown this once.
@@ -238,165 +399,38 @@ impl CreatedKey {
     }
 }
 
-record! {
-    /// The merchant an API key authenticates; pass it to the order calls.
-    Merchant {
-        /// The key's id.
-        key_id: String,
-        /// The merchant account id.
-        user_id: i64,
-        /// `"sandbox"` or `"live"`.
-        environment: String,
-    }
+/// Declares an immutable Python class of already-built attributes (objects that hold
+/// other objects, and reports), with `to_dict()` and a `repr`.
+macro_rules! plain_record {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[pyclass(frozen, module = "coinorder._coinorder")]
+        pub struct $name {
+            $($(#[$fmeta])* #[pyo3(get)] $field: $ty,)*
+        }
+
+        #[pymethods]
+        impl $name {
+            /// The attributes as a plain `dict` (nested objects become dicts too).
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let dict = PyDict::new(py);
+                $(dict.set_item(stringify!($field), dict_value(py, value(py, &self.$field)?)?)?;)*
+                Ok(dict)
+            }
+
+            fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+                repr_of(slf.as_any(), stringify!($name))
+            }
+        }
+    };
 }
 
-impl Merchant {
-    fn core(&self) -> PyResult<CoreMerchant> {
-        Ok(CoreMerchant {
-            key_id: self.key_id.clone(),
-            user_id: self.user_id,
-            environment: self.environment.parse().map_err(|_| PyValueError::new_err("merchant: bad environment"))?,
-        })
-    }
-}
-
-record! {
-    /// An order (spec §2.3 plus what the host may see).
-    Order {
-        /// The order id (a UUID).
-        order_id: String,
-        /// The merchant account id.
-        user_id: i64,
-        /// `"sandbox"` or `"live"`.
-        environment: String,
-        /// The id of the key that created it.
-        key_id: String,
-        /// The merchant's own id for the order.
-        merchant_order_id: String,
-        /// Title shown to the customer.
-        title: Option<String>,
-        /// Description shown to the customer.
-        description: Option<String>,
-        /// Where the payment page sends the customer back.
-        callback_url: Option<String>,
-        /// Where this order's webhooks go.
-        webhook_url: Option<String>,
-        /// Redirect after payment.
-        success_url: Option<String>,
-        /// Redirect after cancelling.
-        cancel_url: Option<String>,
-        /// Where the payment link is e-mailed.
-        customer_email: Option<String>,
-        /// The fiat price (exact Decimal).
-        amount: Decimal,
-        /// The fiat currency (ISO 4217).
-        currency: String,
-        /// `""` until a payment is seen, then the fiat code.
-        receive_currency: String,
-        /// The state (`coinorder.OrderStatus`, equal to `"NEW"`, `"PAID"`...).
-        status: Py<PyAny>,
-        /// When it was created.
-        created_at: Py<PyAny>,
-        /// When it last changed.
-        updated_at: Py<PyAny>,
-        /// Always False (orders are never deleted).
-        deleted: bool,
-        /// True when the merchant accepted a late or short payment.
-        marked_paid: bool,
-    }
-}
-
-impl Order {
-    fn new(py: Python<'_>, order: coinorder::Order) -> PyResult<Self> {
-        Ok(Order {
-            order_id: order.order_id,
-            user_id: order.user_id,
-            environment: order.environment.as_str().to_string(),
-            key_id: order.key_id,
-            merchant_order_id: order.merchant_order_id,
-            title: order.title,
-            description: order.description,
-            callback_url: order.callback_url,
-            webhook_url: order.webhook_url,
-            success_url: order.success_url,
-            cancel_url: order.cancel_url,
-            customer_email: order.customer_email,
-            amount: order.amount,
-            currency: order.currency,
-            receive_currency: order.receive_currency,
-            status: status(py, order.status)?,
-            created_at: datetime(py, order.created_at)?,
-            updated_at: datetime(py, order.updated_at)?,
-            deleted: order.deleted,
-            marked_paid: order.marked_paid,
-        })
-    }
-}
-
-record! {
-    /// An order's invoice: the quote in crypto (spec §2.4 plus rate, address and URI).
-    Invoice {
-        /// The invoice id.
-        invoice_id: String,
-        /// Its order.
-        order_id: String,
-        /// The merchant's id of the order.
-        merchant_order_id: String,
-        /// The crypto amount to pay (exact Decimal).
-        amount: Decimal,
-        /// The crypto currency.
-        currency: String,
-        /// Fiat per coin used for the quote.
-        rate: Decimal,
-        /// The state, as the order's.
-        status: Py<PyAny>,
-        /// Fiat value received so far.
-        receive_amount: Decimal,
-        /// `""` until a payment is seen, then the fiat code.
-        receive_currency: String,
-        /// When it was created.
-        created_at: Py<PyAny>,
-        /// When the quote expires.
-        expired_at: Py<PyAny>,
-        /// When it last changed.
-        updated_at: Py<PyAny>,
-        /// The deposit address.
-        address: String,
-        /// The payment URI (BIP-21 / EIP-681).
-        payment_uri: String,
-    }
-}
-
-impl Invoice {
-    fn new(py: Python<'_>, invoice: coinorder::Invoice) -> PyResult<Self> {
-        Ok(Invoice {
-            invoice_id: invoice.invoice_id,
-            order_id: invoice.order_id,
-            merchant_order_id: invoice.merchant_order_id,
-            amount: invoice.amount,
-            currency: invoice.currency,
-            rate: invoice.rate,
-            status: status(py, invoice.status)?,
-            receive_amount: invoice.receive_amount,
-            receive_currency: invoice.receive_currency,
-            created_at: datetime(py, invoice.created_at)?,
-            expired_at: datetime(py, invoice.expired_at)?,
-            updated_at: datetime(py, invoice.updated_at)?,
-            address: invoice.address,
-            payment_uri: invoice.payment_uri,
-        })
-    }
-}
-
-/// The order and invoice pair, as Python objects.
+/// The order and invoice of a core value, as Python objects.
 fn pair(py: Python<'_>, current: coinorder::OrderWithInvoice) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
-    Ok((
-        Py::new(py, Order::new(py, current.order)?)?.into_any(),
-        Py::new(py, Invoice::new(py, current.invoice)?)?.into_any(),
-    ))
+    Ok((Order::object(py, current.order)?, Invoice::object(py, current.invoice)?))
 }
 
-record! {
+plain_record! {
     /// An order with its invoice.
     OrderWithInvoice {
         /// The order.
@@ -413,7 +447,7 @@ impl OrderWithInvoice {
     }
 }
 
-record! {
+plain_record! {
     /// What `create_order` did.
     CreatedOrder {
         /// The order.
@@ -427,11 +461,11 @@ record! {
     }
 }
 
-record! {
+plain_record! {
     /// A page of orders, newest first.
     OrderPage {
-        /// The orders.
-        orders: Vec<Py<PyAny>>,
+        /// The orders (a list of `Order`).
+        orders: Py<PyAny>,
         /// The page size asked for.
         limit: u32,
         /// How many were skipped.
@@ -441,91 +475,7 @@ record! {
     }
 }
 
-record! {
-    /// A payment seen on chain.
-    Payment {
-        /// The transaction id.
-        txid: String,
-        /// Its order.
-        order_id: String,
-        /// The amount in the invoice's coin (exact Decimal).
-        amount: Decimal,
-        /// The coin.
-        currency: String,
-        /// `"unconfirmed"`, `"confirmed"` or `"rejected"`.
-        state: String,
-        /// True when it counts toward the invoice (seen while the quote was open).
-        counts: bool,
-        /// When it was first seen.
-        seen_at: Py<PyAny>,
-        /// When it was confirmed or rejected, or None.
-        settled_at: Option<Py<PyAny>>,
-    }
-}
-
-impl Payment {
-    fn object(py: Python<'_>, payment: coinorder::Payment) -> PyResult<Py<PyAny>> {
-        Py::new(
-            py,
-            Payment {
-                txid: payment.txid,
-                order_id: payment.order_id,
-                amount: payment.amount,
-                currency: payment.currency,
-                state: payment.state.as_str().to_string(),
-                counts: payment.counts,
-                seen_at: datetime(py, payment.seen_at)?,
-                settled_at: opt_datetime(py, payment.settled_at)?,
-            },
-        )
-        .map(Py::into_any)
-    }
-}
-
-record! {
-    /// An event of the outbox (what a webhook receiver gets).
-    Event {
-        /// The event id, the webhook's `webhook-id`.
-        event_id: String,
-        /// Its order.
-        order_id: String,
-        /// `"order.paid"`, `"order.pending"`...
-        r#type: String,
-        /// 1, 2, 3... per order.
-        sequence: i64,
-        /// The order's state before.
-        previous_status: String,
-        /// The order's state after.
-        status: String,
-        /// When it happened.
-        created_at: Py<PyAny>,
-    }
-}
-
-impl Event {
-    fn list(py: Python<'_>, events: Vec<coinorder::Event>) -> PyResult<Vec<Py<PyAny>>> {
-        events
-            .into_iter()
-            .map(|event| {
-                Py::new(
-                    py,
-                    Event {
-                        event_id: event.event_id,
-                        order_id: event.order_id,
-                        r#type: event.event_type.as_str().to_string(),
-                        sequence: event.sequence,
-                        previous_status: event.previous_status.as_str().to_string(),
-                        status: event.status.as_str().to_string(),
-                        created_at: datetime(py, event.created_at)?,
-                    },
-                )
-                .map(Py::into_any)
-            })
-            .collect()
-    }
-}
-
-record! {
+plain_record! {
     /// What a payment call did.
     PaymentOutcome {
         /// The payment as stored now.
@@ -534,8 +484,8 @@ record! {
         order: Py<PyAny>,
         /// Its invoice after the call.
         invoice: Py<PyAny>,
-        /// Events the call emitted.
-        events: Vec<Py<PyAny>>,
+        /// Events the call emitted (a list of `Event`).
+        events: Py<PyAny>,
         /// True when the call repeated an earlier one and changed nothing.
         duplicate: bool,
     }
@@ -548,27 +498,27 @@ impl PaymentOutcome {
             payment: Payment::object(py, outcome.payment)?,
             order,
             invoice,
-            events: Event::list(py, outcome.events)?,
+            events: objects(py, outcome.events, Event::object)?,
             duplicate: outcome.duplicate,
         })
     }
 }
 
-record! {
+plain_record! {
     /// What a sandbox simulation step did.
     Simulation {
         /// The order after the step.
         order: Py<PyAny>,
         /// Its invoice after the step.
         invoice: Py<PyAny>,
-        /// Payments the step made or settled.
-        payments: Vec<Py<PyAny>>,
-        /// Events it emitted.
-        events: Vec<Py<PyAny>>,
+        /// Payments the step made or settled (a list of `Payment`).
+        payments: Py<PyAny>,
+        /// Events it emitted (a list of `Event`).
+        events: Py<PyAny>,
     }
 }
 
-record! {
+plain_record! {
     /// What `expire_due` did.
     ExpiryReport {
         /// NEW orders that became EXPIRED.
@@ -578,7 +528,7 @@ record! {
     }
 }
 
-record! {
+plain_record! {
     /// What `deliver_due` did.
     DeliveryReport {
         /// Webhook attempts made.
@@ -591,38 +541,6 @@ record! {
         failed: usize,
         /// Events with no webhook URL to send to.
         no_target: usize,
-    }
-}
-
-record! {
-    /// An exchange rate of the rate table.
-    Rate {
-        /// The coin.
-        crypto: String,
-        /// The fiat currency.
-        fiat: String,
-        /// Fiat per coin (exact Decimal).
-        rate: Decimal,
-        /// After this it is not used; None: until replaced.
-        valid_until: Option<Py<PyAny>>,
-        /// When it was set.
-        updated_at: Py<PyAny>,
-    }
-}
-
-impl Rate {
-    fn object(py: Python<'_>, rate: coinorder::Rate) -> PyResult<Py<PyAny>> {
-        Py::new(
-            py,
-            Rate {
-                crypto: rate.crypto,
-                fiat: rate.fiat,
-                rate: rate.rate,
-                valid_until: opt_datetime(py, rate.valid_until)?,
-                updated_at: datetime(py, rate.updated_at)?,
-            },
-        )
-        .map(Py::into_any)
     }
 }
 
@@ -645,6 +563,15 @@ impl Response {
     /// The body parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?.call_method1("loads", (self.body.bind(py),))
+    }
+
+    /// The attributes as a plain `dict`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        dict.set_item("status", self.status)?;
+        dict.set_item("headers", self.headers.bind(py).copy()?)?;
+        dict.set_item("body", self.body.bind(py))?;
+        Ok(dict)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -739,26 +666,26 @@ impl Service {
         Ok(CreatedKey {
             plain_key: created.plain_key.expose().to_string(),
             webhook_secret: created.webhook_secret.expose().to_string(),
-            key: Py::new(py, ApiKey::new(py, created.key)?)?.into_any(),
+            key: ApiKey::object(py, created.key)?,
         })
     }
 
     /// Every API key (of both environments).
-    fn list_keys(&self, py: Python<'_>) -> PyResult<Vec<ApiKey>> {
+    fn list_keys(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        detached(py, move || core.list_keys())?.into_iter().map(|key| ApiKey::new(py, key)).collect()
+        objects(py, detached(py, move || core.list_keys())?, ApiKey::object)
     }
 
     /// Lets a key be used again.
-    fn activate_key(&self, py: Python<'_>, id: String) -> PyResult<ApiKey> {
+    fn activate_key(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        ApiKey::new(py, detached(py, move || core.activate_key(&id))?)
+        ApiKey::object(py, detached(py, move || core.activate_key(&id))?)
     }
 
     /// Refuses a key's requests (`AuthenticationFailed`) until it is activated again.
-    fn deactivate_key(&self, py: Python<'_>, id: String) -> PyResult<ApiKey> {
+    fn deactivate_key(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        ApiKey::new(py, detached(py, move || core.deactivate_key(&id))?)
+        ApiKey::object(py, detached(py, move || core.deactivate_key(&id))?)
     }
 
     /// Deletes a key for good.
@@ -769,9 +696,9 @@ impl Service {
 
     /// Sets (or, with None, clears) a key's default webhook URL.
     #[pyo3(signature = (id, url))]
-    fn set_key_webhook_url(&self, py: Python<'_>, id: String, url: Option<String>) -> PyResult<ApiKey> {
+    fn set_key_webhook_url(&self, py: Python<'_>, id: String, url: Option<String>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        ApiKey::new(py, detached(py, move || core.set_key_webhook_url(&id, url.as_deref()))?)
+        ApiKey::object(py, detached(py, move || core.set_key_webhook_url(&id, url.as_deref()))?)
     }
 
     /// Gives a key a new webhook signing secret and returns it (shown this once).
@@ -782,14 +709,10 @@ impl Service {
 
     /// The merchant a plain API key stands for, checked as the `x-api-key` header is.
     #[pyo3(signature = (plain_key))]
-    fn authenticate(&self, py: Python<'_>, plain_key: Option<String>) -> PyResult<Merchant> {
+    fn authenticate(&self, py: Python<'_>, plain_key: Option<String>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
         let merchant = detached(py, move || core.authenticate(plain_key.as_deref()))?;
-        Ok(Merchant {
-            key_id: merchant.key_id,
-            user_id: merchant.user_id,
-            environment: merchant.environment.as_str().to_string(),
-        })
+        Merchant::object(py, merchant)
     }
 
     // ----- orders -----
@@ -829,7 +752,7 @@ impl Service {
             customer_email: opt_text_arg(customer_email, "customer_email")?,
             pay_currency: opt_text_arg(pay_currency, "pay_currency")?,
         };
-        let merchant = merchant.core()?;
+        let merchant = merchant.inner.clone();
         let core = self.core()?;
         let created = detached(py, move || core.create_order(&merchant, &request))?;
         let (order, invoice) = pair(py, created.order)?;
@@ -838,7 +761,7 @@ impl Service {
 
     /// An order of the merchant's with its invoice (`OrderNotValid` if there is none).
     fn get_order(&self, py: Python<'_>, merchant: &Merchant, order_id: String) -> PyResult<OrderWithInvoice> {
-        let merchant = merchant.core()?;
+        let merchant = merchant.inner.clone();
         let core = self.core()?;
         OrderWithInvoice::new(py, detached(py, move || core.get_order(&merchant, &order_id))?)
     }
@@ -860,20 +783,16 @@ impl Service {
             query.push_str(&url_encode(&status));
         }
         let query: ListOrders = coinorder::parse_list_query(&query).map_err(|e| to_py_err(py, &e))?;
-        let merchant = merchant.core()?;
+        let merchant = merchant.inner.clone();
         let core = self.core()?;
         let page = detached(py, move || core.list_orders(&merchant, &query))?;
-        let orders = page
-            .orders
-            .into_iter()
-            .map(|o| Ok(Py::new(py, Order::new(py, o)?)?.into_any()))
-            .collect::<PyResult<_>>()?;
+        let orders = objects(py, page.orders, Order::object)?;
         Ok(OrderPage { orders, limit: page.limit, offset: page.offset, has_more: page.has_more })
     }
 
     /// The merchant cancels a NEW order of theirs.
     fn cancel_order(&self, py: Python<'_>, merchant: &Merchant, order_id: String) -> PyResult<OrderWithInvoice> {
-        let merchant = merchant.core()?;
+        let merchant = merchant.inner.clone();
         let core = self.core()?;
         OrderWithInvoice::new(py, detached(py, move || core.cancel_order(&merchant, &order_id))?)
     }
@@ -914,9 +833,9 @@ impl Service {
     }
 
     /// The payments of an order.
-    fn order_payments(&self, py: Python<'_>, order_id: String) -> PyResult<Vec<Py<PyAny>>> {
+    fn order_payments(&self, py: Python<'_>, order_id: String) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        detached(py, move || core.order_payments(&order_id))?.into_iter().map(|p| Payment::object(py, p)).collect()
+        objects(py, detached(py, move || core.order_payments(&order_id))?, Payment::object)
     }
 
     /// One sandbox simulation step: `action` is pay, partial, confirm, reject, cancel or
@@ -949,8 +868,8 @@ impl Service {
         let core = self.core()?;
         let done = detached(py, move || core.simulate(&order_id, &action))?;
         let (order, invoice) = pair(py, done.order)?;
-        let payments = done.payments.into_iter().map(|p| Payment::object(py, p)).collect::<PyResult<_>>()?;
-        Ok(Simulation { order, invoice, payments, events: Event::list(py, done.events)? })
+        let payments = objects(py, done.payments, Payment::object)?;
+        Ok(Simulation { order, invoice, payments, events: objects(py, done.events, Event::object)? })
     }
 
     /// Moves every order whose quote has run out (NEW → EXPIRED, PENDING short → FAILED).
@@ -996,9 +915,9 @@ impl Service {
     }
 
     /// The rate table of this environment.
-    fn list_rates(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+    fn list_rates(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
-        detached(py, move || core.list_rates())?.into_iter().map(|r| Rate::object(py, r)).collect()
+        objects(py, detached(py, move || core.list_rates())?, Rate::object)
     }
 
     // ----- the HTTP API -----

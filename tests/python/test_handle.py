@@ -1,0 +1,84 @@
+"""Service.handle: the whole HTTP API and payment page as method, path, headers and body in."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+import coinorder
+
+
+def test_create_and_get_through_handle(svc: coinorder.Service, created_key: coinorder.CreatedKey) -> None:
+    auth = {"x-api-key": created_key.plain_key, "content-type": "application/json"}
+    created = svc.handle("POST", "/v1/orders", auth, '{"currency":"USD","amount":19.99,"merchant_order_id":"c-1"}')
+    assert isinstance(created, coinorder.Response)
+    assert created.status == 201
+    assert created.headers["content-type"] == "application/json"
+    assert isinstance(created.body, bytes)
+    answer = created.json()
+    assert answer == json.loads(created.body)
+    assert answer["data"]["merchant_order_id"] == "c-1"
+    assert json.loads(created.body, parse_float=Decimal)["data"]["amount"] == Decimal("19.99")
+    assert b'"amount":19.99' in created.body
+    order_id = answer["data"]["order_id"]
+
+    again = svc.handle("POST", "/v1/orders", auth, b'{"currency":"USD","amount":19.99,"merchant_order_id":"c-1"}')
+    assert (again.status, again.body) == (201, created.body)  # replayed byte for byte
+
+    read = svc.handle("GET", f"/v1/orders/{order_id}", {"X-API-KEY": created_key.plain_key})
+    assert read.status == 200
+    assert read.json()["order"]["order_id"] == order_id
+
+    listed = svc.handle("GET", "/v1/orders?limit=1", {"x-api-key": created_key.plain_key}, None)
+    assert listed.json()["orders"][0]["order_id"] == order_id
+
+    page = svc.handle("GET", f"/pay?id={order_id}")
+    assert page.status == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert b"19.99" in page.body
+
+
+def test_handle_answers_errors_as_the_api_does(svc: coinorder.Service) -> None:
+    no_key = svc.handle("GET", "/v1/orders")
+    assert no_key.status == 400
+    assert no_key.json()["error_code"] == "AUTHENTICATION_FAILED"
+    assert svc.handle("GET", "/v1/orders", {"x-api-key": "test_nope"}).status == 401
+    assert svc.handle("DELETE", "/v1/orders").status == 404
+    assert svc.handle("GET", "/elsewhere").json() == {
+        "status": 404,
+        "error_code": "Not Found",
+        "error": "Page or action not found",
+    }
+
+
+def test_handle_on_a_live_service_has_no_simulate(db_path: str) -> None:
+    with coinorder.Service.open(db_path, "live") as live:
+        key = live.create_key(1).plain_key
+        response = live.handle(
+            "POST", "/v1/orders/00000000-0000-4000-8000-000000000000/simulate", {"x-api-key": key}, '{"action":"pay"}'
+        )
+        assert response.status == 404
+
+
+def test_response_is_immutable(svc: coinorder.Service) -> None:
+    response = svc.handle("GET", "/v1/orders")
+    for name, value in (("status", 200), ("body", b"{}"), ("headers", {})):
+        with pytest.raises(AttributeError):
+            setattr(response, name, value)
+    assert response.status == 400
+    assert "Response" in repr(response)
+
+
+def test_order_status_members() -> None:
+    names = ["NEW", "PENDING", "PAID", "EXPIRED", "FAILED", "CANCELLED"]
+    assert [member.value for member in coinorder.OrderStatus] == names
+    for name in names:
+        member = coinorder.OrderStatus(name)
+        assert member == name
+        assert isinstance(member, str)
+        assert {name: True}[member]  # hashes as its text, so it works as a dict key
+    paid: str = coinorder.OrderStatus.PAID
+    assert paid == "PAID"
+    assert paid != "NEW"
