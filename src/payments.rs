@@ -175,6 +175,28 @@ pub enum SimulateAction {
     Expire,
 }
 
+impl SimulateAction {
+    /// The step named `name` (`pay`, `partial`, `confirm`, `reject`, `cancel`, `expire`);
+    /// `amount` and `confirmed` apply to the payment steps. An unknown name is refused
+    /// naming the `action` field.
+    pub fn from_name(name: &str, amount: Option<Decimal>, confirmed: bool) -> Result<SimulateAction> {
+        Ok(match name {
+            "pay" => SimulateAction::Pay { amount, confirmed },
+            "partial" => SimulateAction::Partial { amount },
+            "confirm" => SimulateAction::Confirm,
+            "reject" => SimulateAction::Reject,
+            "cancel" => SimulateAction::Cancel,
+            "expire" => SimulateAction::Expire,
+            other => {
+                return Err(Error::invalid(
+                    "action",
+                    format!("must be one of pay, partial, confirm, reject, cancel, expire, got {other:?}"),
+                ))
+            }
+        })
+    }
+}
+
 /// What one sandbox simulation step did ([`Service::simulate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Simulation {

@@ -266,20 +266,7 @@ pub fn parse_simulate(body: &[u8]) -> Result<crate::SimulateAction> {
         Some(_) => return Err(Error::invalid("confirmed", "must be true or false")),
     };
     let action = string_field(&fields, "action")?.ok_or_else(|| Error::invalid("action", "is required"))?;
-    Ok(match action.as_str() {
-        "pay" => SimulateAction::Pay { amount, confirmed },
-        "partial" => SimulateAction::Partial { amount },
-        "confirm" => SimulateAction::Confirm,
-        "reject" => SimulateAction::Reject,
-        "cancel" => SimulateAction::Cancel,
-        "expire" => SimulateAction::Expire,
-        other => {
-            return Err(Error::invalid(
-                "action",
-                format!("must be one of pay, partial, confirm, reject, cancel, expire, got {other:?}"),
-            ))
-        }
-    })
+    SimulateAction::from_name(&action, amount, confirmed)
 }
 
 /// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].

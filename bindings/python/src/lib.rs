@@ -853,18 +853,7 @@ impl Service {
             Some(value) if !value.is_none() => Some(amount_arg(value, "amount")?),
             _ => None,
         };
-        let action = match action {
-            "pay" => SimulateAction::Pay { amount, confirmed },
-            "partial" => SimulateAction::Partial { amount },
-            "confirm" => SimulateAction::Confirm,
-            "reject" => SimulateAction::Reject,
-            "cancel" => SimulateAction::Cancel,
-            "expire" => SimulateAction::Expire,
-            other => {
-                let rule = format!("must be pay, partial, confirm, reject, cancel or expire, not {other:?}");
-                return Err(to_py_err(py, &coinorder::Error::invalid("action", rule)));
-            }
-        };
+        let action = SimulateAction::from_name(action, amount, confirmed).map_err(|e| to_py_err(py, &e))?;
         let core = self.core()?;
         let done = detached(py, move || core.simulate(&order_id, &action))?;
         let (order, invoice) = pair(py, done.order)?;
