@@ -59,6 +59,13 @@ impl Service {
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Service> {
         config.validate()?;
         let path = path.as_ref();
+        let text = path.to_string_lossy();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            // Never mistake a server URL for a file name (it would become a directory tree).
+            return Err(Error::new(ErrorKind::Config(
+                "PostgreSQL targets are not supported by this version of coinorder; use a SQLite file path".into(),
+            )));
+        }
         let store = Store::open(
             path,
             StoreOptions { synchronous_full: config.synchronous_full, busy_timeout: config.busy_timeout },
@@ -429,5 +436,20 @@ impl Service {
         } else {
             Err(Error::new(ErrorKind::Unauthorized))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_is_refused_clearly_and_creates_nothing() {
+        for target in ["postgres://shop@localhost/shop", "postgresql://shop@localhost/shop"] {
+            let err = Service::open(target, Config::new(Environment::Sandbox)).err().expect("refused");
+            assert_eq!(err.error_code(), "InternalServerError");
+            assert!(err.to_string().contains("PostgreSQL targets are not supported"), "{err}");
+        }
+        assert!(!Path::new("postgres:").exists() && !Path::new("postgresql:").exists());
     }
 }
