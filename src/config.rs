@@ -249,6 +249,17 @@ impl Config {
         }
     }
 
+    /// The key file a service over the database at `database` uses: [`Config::secret_key_path`],
+    /// else `<database>.key`. Hosts that check or back up the file ask here rather than
+    /// repeat the rule.
+    pub fn secret_key_path_for(&self, database: &std::path::Path) -> std::path::PathBuf {
+        self.secret_key_path.clone().unwrap_or_else(|| {
+            let mut name = database.as_os_str().to_owned();
+            name.push(".key");
+            std::path::PathBuf::from(name)
+        })
+    }
+
     /// Checks that the configuration is usable.
     pub(crate) fn validate(&self) -> Result<()> {
         url::Url::parse(&self.payment_page_url)

@@ -39,7 +39,11 @@ pub enum ErrorKind {
     },
     /// The key made more requests than its rate limit allows (spec `API_LIMIT_EXCEEDED`).
     #[error("API request limit is exceeded")]
-    RateLimited,
+    RateLimited {
+        /// Whole seconds (at least 1) until the key may make a request again; the wire
+        /// layer sends it as `Retry-After`.
+        retry_after_secs: u64,
+    },
     /// No key was sent, or the key is inactive (spec `AUTHENTICATION_FAILED`).
     #[error("{0}")]
     AuthenticationFailed(&'static str),
@@ -131,7 +135,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match &*self.kind {
             ErrorKind::InvalidParameter { .. } => ErrorCode::ParametersMissing,
-            ErrorKind::LimitExceeded { .. } | ErrorKind::RateLimited => ErrorCode::ApiLimitExceeded,
+            ErrorKind::LimitExceeded { .. } | ErrorKind::RateLimited { .. } => ErrorCode::ApiLimitExceeded,
             ErrorKind::AuthenticationFailed(_) => ErrorCode::AuthenticationFailed,
             ErrorKind::Unauthorized => ErrorCode::Unauthorized,
             ErrorKind::OrderNotFound => ErrorCode::OrderNotValid,

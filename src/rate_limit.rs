@@ -27,10 +27,12 @@ impl RateLimiter {
         RateLimiter { limit, buckets: Mutex::new(HashMap::new()) }
     }
 
-    /// Takes one token from `key_id`'s bucket; false when the bucket is empty.
-    pub(crate) fn try_acquire(&self, key_id: &str, now_ms: i64) -> bool {
+    /// Takes one token from `key_id`'s bucket. When the bucket is empty, says in how many
+    /// milliseconds (at least 1) the next whole token will be there, so the refusal can
+    /// tell the client when to come back.
+    pub(crate) fn try_acquire(&self, key_id: &str, now_ms: i64) -> Result<(), u64> {
         if self.limit.per_second == 0 {
-            return true;
+            return Ok(());
         }
         let capacity = i64::from(self.limit.burst.max(1)) * 1000;
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -43,9 +45,14 @@ impl RateLimiter {
         bucket.refilled_at_ms = now_ms.max(bucket.refilled_at_ms);
         if bucket.milli_tokens >= 1000 {
             bucket.milli_tokens -= 1000;
-            true
+            Ok(())
         } else {
-            false
+            // Refill adds per_second milli-tokens per ms; round up so that a client
+            // waiting this long finds the token there.
+            let missing = 1000 - bucket.milli_tokens;
+            let per_ms = i64::from(self.limit.per_second);
+            let wait_ms = (missing + per_ms - 1) / per_ms;
+            Err(u64::try_from(wait_ms).unwrap_or(1).max(1))
         }
     }
 }
@@ -57,12 +64,26 @@ mod tests {
     #[test]
     fn bucket_trips_and_refills() {
         let limiter = RateLimiter::new(RateLimit { per_second: 2, burst: 2 });
-        assert!(limiter.try_acquire("k", 0));
-        assert!(limiter.try_acquire("k", 0));
-        assert!(!limiter.try_acquire("k", 0));
-        assert!(limiter.try_acquire("other", 0));
-        assert!(!limiter.try_acquire("k", 400));
-        assert!(limiter.try_acquire("k", 500));
-        assert!(RateLimiter::new(RateLimit::OFF).try_acquire("k", 0));
+        assert_eq!(limiter.try_acquire("k", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("k", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("k", 0), Err(500), "two tokens a second: the next in 500 ms");
+        assert_eq!(limiter.try_acquire("other", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("k", 400), Err(100));
+        assert_eq!(limiter.try_acquire("k", 500), Ok(()));
+        assert_eq!(RateLimiter::new(RateLimit::OFF).try_acquire("k", 0), Ok(()));
+    }
+
+    #[test]
+    fn the_wait_is_rounded_up_and_never_zero() {
+        // 3 tokens a second: 1000 milli-tokens take 333.3 ms, so 334 ms.
+        let limiter = RateLimiter::new(RateLimit { per_second: 3, burst: 1 });
+        assert_eq!(limiter.try_acquire("k", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("k", 0), Err(334));
+        assert_eq!(limiter.try_acquire("k", 333), Err(1));
+        assert_eq!(limiter.try_acquire("k", 334), Ok(()));
+        // A slow limit: one token a second, so a client just refused waits a whole second.
+        let slow = RateLimiter::new(RateLimit { per_second: 1, burst: 1 });
+        assert_eq!(slow.try_acquire("k", 0), Ok(()));
+        assert_eq!(slow.try_acquire("k", 1), Err(999));
     }
 }

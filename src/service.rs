@@ -1,7 +1,7 @@
 //! [`Service`]: the typed API of the order service over one SQLite file.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use crate::addresses::{self, DepositAddress};
@@ -70,12 +70,7 @@ impl Service {
             path,
             StoreOptions { synchronous_full: config.synchronous_full, busy_timeout: config.busy_timeout },
         )?;
-        let key_path = config.secret_key_path.clone().unwrap_or_else(|| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(".key");
-            PathBuf::from(name)
-        });
-        let secrets = SecretBox::open_or_create(&key_path)?;
+        let secrets = SecretBox::open_or_create(&config.secret_key_path_for(path))?;
         Ok(Service {
             http: crate::delivery::http_agent(
                 config.webhook_timeout,
@@ -243,8 +238,11 @@ impl Service {
             return Err(Error::new(ErrorKind::AuthenticationFailed("API key is inactive")));
         }
         let now = self.now();
-        if !self.rate_limiter.try_acquire(&row.key.id, now.as_millis()) {
-            return Err(Error::new(ErrorKind::RateLimited));
+        if let Err(wait_ms) = self.rate_limiter.try_acquire(&row.key.id, now.as_millis()) {
+            // Retry-After speaks in whole seconds: round up, so a client that waits that
+            // long is not refused again.
+            let retry_after_secs = wait_ms.div_ceil(1000).max(1);
+            return Err(Error::new(ErrorKind::RateLimited { retry_after_secs }));
         }
         self.note_key_used(&row.key.id, now)?;
         Ok(Merchant { key_id: row.key.id, user_id: row.key.user_id, environment: row.key.environment })
@@ -446,7 +444,7 @@ mod tests {
     #[test]
     fn a_postgres_url_is_refused_clearly_and_creates_nothing() {
         for target in ["postgres://shop@localhost/shop", "postgresql://shop@localhost/shop"] {
-            let err = Service::open(target, Config::new(Environment::Sandbox)).err().expect("refused");
+            let err = Service::open(target, Config::new(Environment::Sandbox)).expect_err("refused");
             assert_eq!(err.error_code(), "InternalServerError");
             assert!(err.to_string().contains("PostgreSQL targets are not supported"), "{err}");
         }

@@ -57,20 +57,35 @@ impl WireRequest {
 pub struct WireResponse {
     /// HTTP status code.
     pub status: u16,
-    /// Response headers (always includes `content-type`).
+    /// Response headers, names in lower case. Always `content-type`,
+    /// `cache-control: no-store` and `x-content-type-options: nosniff`; `retry-after`
+    /// on a rate-limited refusal.
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,
 }
 
 impl WireResponse {
-    /// A JSON response.
-    pub fn json_body(status: u16, body: String) -> Self {
+    /// Every response is built here, so no route can forget the headers all of them need.
+    pub(crate) fn with_content_type(status: u16, content_type: &str, body: Vec<u8>) -> Self {
         WireResponse {
             status,
-            headers: vec![("content-type".to_string(), "application/json".to_string())],
-            body: body.into_bytes(),
+            headers: vec![
+                ("content-type".to_string(), content_type.to_string()),
+                // Every answer is about one merchant's orders (or one customer's invoice)
+                // at one moment: no browser or proxy may keep a copy to serve again.
+                ("cache-control".to_string(), "no-store".to_string()),
+                // Browsers must not guess a type other than the declared one (a JSON body
+                // echoing a title must never be run as HTML).
+                ("x-content-type-options".to_string(), "nosniff".to_string()),
+            ],
+            body,
         }
+    }
+
+    /// A JSON response.
+    pub fn json_body(status: u16, body: String) -> Self {
+        WireResponse::with_content_type(status, "application/json", body.into_bytes())
     }
 
     /// The body parsed as JSON (`Value::Null` if it is not JSON).
@@ -91,7 +106,13 @@ impl WireResponse {
             // The spec's sample spells the member `eror`; clients written against it read that.
             body.insert("eror".into(), json!(message));
         }
-        WireResponse::json_body(status, Value::Object(body).to_string())
+        let mut response = WireResponse::json_body(status, Value::Object(body).to_string());
+        if let ErrorKind::RateLimited { retry_after_secs } = error.kind() {
+            // The spec's 400 says nothing about when to come back; without this, well-behaved
+            // clients can only guess, and retry at once.
+            response.headers.push(("retry-after".to_string(), retry_after_secs.to_string()));
+        }
+        response
     }
 }
 
@@ -162,6 +183,10 @@ impl Service {
     /// Answers one HTTP request of the spec's API (`/v1/orders...`), exactly as the spec
     /// and DESIGN §5 show, and of the hosted payment page (at `/pay`, and at the path of
     /// `Config::payment_page_url` when that is another one). Mount it in any HTTP server.
+    ///
+    /// Every answer, errors and 404s included, carries `cache-control: no-store` and
+    /// `x-content-type-options: nosniff`; a rate-limited one also `retry-after` (seconds).
+    /// Pass the headers on as they are.
     pub fn handle(&self, request: &WireRequest) -> WireResponse {
         match self.handle_inner(request) {
             Ok(response) => response,
@@ -238,20 +263,15 @@ impl Service {
 }
 
 fn html_response(status: u16, html: String) -> WireResponse {
-    WireResponse {
-        status,
-        headers: vec![
-            ("content-type".to_string(), "text/html; charset=utf-8".to_string()),
-            ("cache-control".to_string(), "no-store".to_string()),
-            // No other site may frame the page (clickjacking the Cancel button); a <meta>
-            // policy cannot say this.
-            ("x-frame-options".to_string(), "DENY".to_string()),
-            ("content-security-policy".to_string(), "frame-ancestors 'none'".to_string()),
-            ("x-content-type-options".to_string(), "nosniff".to_string()),
-            ("referrer-policy".to_string(), "no-referrer".to_string()),
-        ],
-        body: html.into_bytes(),
-    }
+    let mut response = WireResponse::with_content_type(status, "text/html; charset=utf-8", html.into_bytes());
+    response.headers.extend([
+        // No other site may frame the page (clickjacking the Cancel button); a <meta>
+        // policy cannot say this.
+        ("x-frame-options".to_string(), "DENY".to_string()),
+        ("content-security-policy".to_string(), "frame-ancestors 'none'".to_string()),
+        ("referrer-policy".to_string(), "no-referrer".to_string()),
+    ]);
+    response
 }
 
 /// Parses `POST /v1/orders/<id>/simulate`'s body:

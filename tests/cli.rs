@@ -1351,6 +1351,7 @@ fn help_documents_webhooks_emails_and_serve_settings() {
                 "coinorder <noreply@localhost>",
                 "--webhook-timeout",
                 "--allow-private-webhooks",
+                "--allow-open-permissions",
                 "webhooks",
                 "e-mails",
             ],
@@ -1625,4 +1626,117 @@ fn commands_never_create_a_database_by_accident() {
     assert!(dir.join("served.db").exists(), "serve creates its database");
     assert_eq!(server.terminate().code(), Some(0));
     assert_eq!(run_json(dir, &["--db", "served.db", "webhooks", "list"]), json!([]));
+}
+
+// ----- File permissions (serve refuses an open database or key file) -----
+
+/// Runs `serve` with `args`, which must exit on its own within [`TIMEOUT`] (a refusal
+/// must not hang the test if the server starts after all); returns its output.
+#[cfg(unix)]
+fn serve_until_exit(dir: &Path, args: &[&str]) -> Output {
+    let mut child = coinorder(dir)
+        .args(["serve", "--env", "sandbox", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let deadline = Instant::now() + TIMEOUT;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!("serve {args:?} kept running; stdout: {}", String::from_utf8_lossy(&output.stdout));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_refuses_a_database_open_to_others() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    // A fresh database and key file are private, so serve starts on them.
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "shop.db"]);
+    assert_eq!(server.terminate().code(), Some(0));
+    assert_eq!((mode_of(&dir.join("shop.db")), mode_of(&dir.join("shop.db.key"))), (0o600, 0o600));
+
+    set_mode(&dir.join("shop.db"), 0o644);
+    let output = serve_until_exit(dir, &["--db", "shop.db"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(output.stdout.is_empty(), "no listening line: {}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(
+        stderr(&output),
+        "error: permissions 0644 for 'shop.db' are too open: the database holds your orders and the key \
+         file your webhook secrets; chmod 600 shop.db shop.db.key, or pass --allow-open-permissions\n"
+    );
+    // Refused before opening: the mode is as the user left it, nothing was repaired behind
+    // their back.
+    assert_eq!(mode_of(&dir.join("shop.db")), 0o644);
+
+    // The opt-out, as a flag or in the settings file.
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "shop.db", "--allow-open-permissions"]);
+    assert_eq!(server.terminate().code(), Some(0));
+    std::fs::write(dir.join("open.toml"), "[server]\nallow_open_permissions = true\n").expect("write config");
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "shop.db", "--config", "open.toml"]);
+    assert_eq!(server.terminate().code(), Some(0));
+    std::fs::write(dir.join("closed.toml"), "[server]\nallow_open_permissions = false\n").expect("write config");
+    let output = serve_until_exit(dir, &["--db", "shop.db", "--config", "closed.toml"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("too open"), "{}", stderr(&output));
+
+    // Group access alone is too much as well; owner-only read is fine.
+    set_mode(&dir.join("shop.db"), 0o640);
+    let message = stderr(&serve_until_exit(dir, &["--db", "shop.db"]));
+    assert!(message.starts_with("error: permissions 0640 for 'shop.db' are too open"), "{message}");
+    set_mode(&dir.join("shop.db"), 0o600);
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "shop.db"]);
+    assert_eq!(server.terminate().code(), Some(0));
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_refuses_a_key_file_open_to_others() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    run_json(dir, &["keys", "create", "--user-id", "1", "--env", "sandbox"]);
+    set_mode(&dir.join("coinorder.db.key"), 0o644);
+    let output = serve_until_exit(dir, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: permissions 0644 for './coinorder.db.key' are too open: "),
+        "names the key file, as the database is fine: {message}"
+    );
+    assert!(message.contains("chmod 600 ./coinorder.db ./coinorder.db.key,"), "{message}");
+    assert!(message.contains("--allow-open-permissions"), "{message}");
+
+    // Both open: both named. A path with a space is quoted so the chmod can be pasted.
+    std::fs::create_dir(dir.join("my shop")).expect("mkdir");
+    run_json(dir, &["--db", "my shop/db", "keys", "create", "--user-id", "1", "--env", "sandbox"]);
+    set_mode(&dir.join("my shop/db"), 0o666);
+    set_mode(&dir.join("my shop/db.key"), 0o604);
+    let message = stderr(&serve_until_exit(dir, &["--db", "my shop/db"]));
+    assert!(
+        message.starts_with(
+            "error: permissions 0666 for 'my shop/db' and 0604 for 'my shop/db.key' are too open: the database"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("chmod 600 'my shop/db' 'my shop/db.key', or pass"), "{message}");
 }

@@ -98,6 +98,9 @@ enum Command {
     /// e-mails (with --smtp-url; without it they stay pending) every second, up to 100 at
     /// a time, at once again while more are due. Both stop on shutdown.
     ///
+    /// On Unix it refuses to start when the database or its key file is readable or
+    /// writable by group or others (see --allow-open-permissions).
+    ///
     /// Settings come from flags, else from the --config file, else the defaults shown.
     Serve(ServeArgs),
     /// Manage the exchange-rate table used to quote orders (fiat units per one coin).
@@ -514,6 +517,13 @@ struct ServeArgs {
     #[arg(long, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..=MAX_INVOICE_TTL))]
     invoice_ttl: Option<u64>,
+    /// Start even when the database file (or its -wal/-shm file) or its `<PATH>.key`
+    /// file is readable or writable by group or others. Without it `serve` refuses such
+    /// files, as ssh refuses an open private key: the database holds the orders and
+    /// customers' e-mail addresses, the key file decrypts the webhook signing secrets.
+    /// Unix only. Also `allow_open_permissions = true` in [server] of --config.
+    #[arg(long)]
+    allow_open_permissions: bool,
     #[command(flatten)]
     send: SendArgs,
 }
@@ -612,6 +622,7 @@ struct ServerSection {
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
     threads: Option<u16>,
+    allow_open_permissions: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -631,7 +642,19 @@ struct SmtpSection {
 /// Every key the settings file may have, by section ("" for the top level).
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("", &["db", "server", "webhooks", "smtp"]),
-    ("server", &["env", "addr", "payment_page_url", "invoice_ttl", "rate_limit", "rate_burst", "threads"]),
+    (
+        "server",
+        &[
+            "env",
+            "addr",
+            "payment_page_url",
+            "invoice_ttl",
+            "rate_limit",
+            "rate_burst",
+            "threads",
+            "allow_open_permissions",
+        ],
+    ),
     ("webhooks", &["timeout_secs", "allow_private"]),
     ("smtp", &["url", "from"]),
 ];
@@ -844,6 +867,9 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
         Some(smtp) => format!("sending payment-link e-mails through {} as {}", redact_url(&smtp.url), smtp.from),
         None => "no SMTP server configured (--smtp-url): payment-link e-mails stay pending".to_string(),
     };
+    if !(args.allow_open_permissions || settings.allow_open_permissions == Some(true)) {
+        refuse_open_permissions(&db, &config.secret_key_path_for(&db))?;
+    }
     let service = Arc::new(open(&db, config)?);
 
     // Install the signal handler before announcing the address, so that a SIGTERM sent
@@ -888,6 +914,64 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses to serve from files that group or others may read or write, as OpenSSH
+/// refuses an open private key: anyone who reads the database sees every order and
+/// customer e-mail, anyone who reads the key file can decrypt the webhook secrets and
+/// forge webhooks, and a writer can change either. Missing files pass: the library
+/// creates them 0600.
+#[cfg(unix)]
+fn refuse_open_permissions(db: &Path, key: &Path) -> CliResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    // SQLite's -wal file holds the latest writes in clear until a checkpoint, and -shm
+    // mirrors its index: leaving them open leaks the same data.
+    let side_file = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let (wal, shm) = (side_file("-wal"), side_file("-shm"));
+    let mut present = Vec::new();
+    let mut too_open = Vec::new();
+    for path in [db, key, wal.as_path(), shm.as_path()] {
+        // A file that cannot be read here is reported by the open that follows.
+        let Ok(metadata) = std::fs::metadata(path) else { continue };
+        let mode = metadata.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            too_open.push(format!("{mode:04o} for '{}'", path.display()));
+        }
+        present.push(shell_word(path));
+    }
+    if too_open.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "permissions {} are too open: the database holds your orders and the key file your webhook secrets; \
+         chmod 600 {}, or pass --allow-open-permissions",
+        too_open.join(" and "),
+        present.join(" ")
+    ))
+}
+
+/// Open permissions cannot be told apart from a deliberate setup on other systems (ACLs
+/// decide there), so nothing is refused.
+#[cfg(not(unix))]
+fn refuse_open_permissions(_db: &Path, _key: &Path) -> CliResult<()> {
+    Ok(())
+}
+
+/// `path` as one word of a shell command line, quoted only when it needs to be, so the
+/// suggested `chmod` can be pasted as it is.
+#[cfg(unix)]
+fn shell_word(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let plain = !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
+    if plain {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 // ----- webhooks and emails -----
