@@ -3,7 +3,8 @@
 //! This is what `coinorder serve` runs. Each request is turned into a [`WireRequest`]
 //! (method, path with query, every header, the body), answered by the service's wire
 //! layer, and the [`WireResponse`] is written back. Connections are kept alive between
-//! requests, and a pool of worker threads answers requests concurrently.
+//! requests, and a pool of worker threads answers requests concurrently. `GET
+//! /openapi.yaml` answers with the OpenAPI 3.1 document of all of it (no key needed).
 //!
 //! The server is meant for a local or otherwise trusted network (DESIGN §10: it listens
 //! on 127.0.0.1 by default). `tiny_http` has no read timeouts, so a client that opens a
@@ -270,6 +271,7 @@ fn serve_one(service: &Service, mut request: tiny_http::Request) {
         return;
     }
     let response = match wire_request(&mut request) {
+        Ok(wire) if is_openapi_request(&wire) => openapi_response(),
         Ok(wire) => match catch_unwind(AssertUnwindSafe(|| service.handle(&wire))) {
             Ok(response) => response,
             Err(_) => internal_error("Server error"),
@@ -277,6 +279,25 @@ fn serve_one(service: &Service, mut request: tiny_http::Request) {
         Err(error) => WireResponse::from_error(&error),
     };
     respond(request, response);
+}
+
+/// The OpenAPI 3.1 document of what this server answers (`openapi.yaml` at the repository
+/// root), served at `GET /openapi.yaml` without an API key.
+const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+/// Where [`OPENAPI_YAML`] is served.
+const OPENAPI_PATH: &str = "/openapi.yaml";
+
+/// `GET /openapi.yaml` (a trailing `/` and any query string are ignored, as on every route).
+fn is_openapi_request(request: &WireRequest) -> bool {
+    let path = request.path.split_once('?').map_or(request.path.as_str(), |(path, _)| path);
+    let path = path.strip_suffix('/').unwrap_or(path);
+    request.method.eq_ignore_ascii_case("GET") && path == OPENAPI_PATH
+}
+
+/// The document, with the headers every answer carries (built where all the others are).
+fn openapi_response() -> WireResponse {
+    WireResponse::with_content_type(200, "application/yaml", OPENAPI_YAML.as_bytes().to_vec())
 }
 
 /// Converts a tiny_http request into a [`WireRequest`], reading at most

@@ -269,6 +269,45 @@ fn errors_have_the_design_shape() {
 }
 
 #[test]
+fn the_openapi_document_is_served_without_a_key() {
+    let fx = Fixture::start(2);
+    let agent = agent();
+    let document = include_str!("../openapi.yaml");
+    for path in ["/openapi.yaml", "/openapi.yaml?x=1", "/openapi.yaml/"] {
+        let mut response = agent.get(fx.url(path)).call().expect("HTTP exchange");
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert_eq!(content_type, "application/yaml", "{path}");
+        for (name, value) in [("cache-control", "no-store"), ("x-content-type-options", "nosniff")] {
+            assert_eq!(response.headers().get(name).and_then(|v| v.to_str().ok()), Some(value), "{path}: {name}");
+        }
+        let text = response.body_mut().read_to_string().expect("body");
+        assert_eq!(text, document, "{path}: the repository's openapi.yaml, byte for byte");
+    }
+    // It parses as the OpenAPI 3.1 document of this server: its top-level keys, and every
+    // route the wire layer answers.
+    let top: Vec<&str> = document.lines().filter(|l| !l.starts_with([' ', '#', '-']) && !l.is_empty()).collect();
+    assert_eq!(top, ["openapi: 3.1.0", "info:", "servers:", "security:", "tags:", "paths:", "components:"]);
+    let routes = [
+        "/v1/orders",
+        "/v1/orders/{order_id}",
+        "/v1/orders/{order_id}/simulate",
+        "/pay",
+        "/pay/status",
+        "/pay/cancel",
+        "/pay/simulate",
+        "/openapi.yaml",
+    ];
+    for route in routes {
+        assert!(document.lines().any(|l| l == format!("  {route}:")), "{route} is documented");
+    }
+    // Only GET: anything else there is the wire layer's 404, as for any unknown route.
+    let (status, content_type, body) = parts(agent.post(fx.url("/openapi.yaml")).send(""));
+    assert_eq!(content_type, "application/json");
+    assert_error(status, &body, 404, "Not Found");
+}
+
+#[test]
 fn one_connection_serves_many_requests() {
     let fx = Fixture::start(2);
     let mut conn = RawConn::open(fx.addr);
