@@ -16,10 +16,13 @@
 #ifndef COINORDER_TEST_HARNESS_H
 #define COINORDER_TEST_HARNESS_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct harness_test {
     const char *name;
@@ -135,5 +138,38 @@ static inline int harness_run(const struct harness_test *tests, size_t count) {
                   "%s does not contain \"%s\": %.300s", #haystack, harness_n_,                 \
                   harness_h_ ? harness_h_ : "(null)");                                         \
     } while (0)
+
+/* Creates this run's temporary directory, $TMPDIR (or /tmp)/coinorder-c-<name>-XXXXXX,
+ * into dir; 0 on success. */
+static int harness_make_temp_dir(const char *name, char *dir, size_t size) {
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] == '\0') {
+        tmp = "/tmp";
+    }
+    snprintf(dir, size, "%s/coinorder-c-%s-XXXXXX", tmp, name);
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return -1;
+    }
+    return 0;
+}
+
+/* Removes a directory made by harness_make_temp_dir and the files in it. */
+static void harness_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return;
+    }
+    struct dirent *entry;
+    char path[8300];
+    while ((entry = readdir(d)) != NULL) {
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) {
+            snprintf(path, sizeof path, "%s/%s", dir, entry->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
 
 #endif /* COINORDER_TEST_HARNESS_H */

@@ -1711,32 +1711,8 @@ static void test_errors_are_independent_objects(void) {
  * The run
  * ------------------------------------------------------------------------------------- */
 
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        return;
-    }
-    struct dirent *entry;
-    char path[8300];
-    while ((entry = readdir(d)) != NULL) {
-        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) {
-            continue;
-        }
-        snprintf(path, sizeof path, "%s/%s", dir, entry->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0') {
-        tmp = "/tmp";
-    }
-    snprintf(g_dir, sizeof g_dir, "%s/coinorder-c-api-XXXXXX", tmp);
-    if (mkdtemp(g_dir) == NULL) {
-        perror("mkdtemp");
+    if (harness_make_temp_dir("api", g_dir, sizeof g_dir) != 0) {
         return 2;
     }
 
@@ -1766,6 +1742,6 @@ int main(void) {
         {"errors are independent objects", test_errors_are_independent_objects},
     };
     int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
-    remove_dir(g_dir);
+    harness_remove_dir(g_dir);
     return rc;
 }

@@ -219,31 +219,8 @@ static void test_list_reports_them_all(void) {
     coinorder_error_free(err);
 }
 
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        return;
-    }
-    struct dirent *entry;
-    char path[8300];
-    while ((entry = readdir(d)) != NULL) {
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) {
-            snprintf(path, sizeof path, "%s/%s", dir, entry->d_name);
-            unlink(path);
-        }
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0') {
-        tmp = "/tmp";
-    }
-    snprintf(g_dir, sizeof g_dir, "%s/coinorder-c-threads-XXXXXX", tmp);
-    if (mkdtemp(g_dir) == NULL) {
-        perror("mkdtemp");
+    if (harness_make_temp_dir("threads", g_dir, sizeof g_dir) != 0) {
         return 2;
     }
     char path[4200];
@@ -259,7 +236,7 @@ int main(void) {
         coinorder_error_free(err);
         coinorder_string_free(key);
         coinorder_service_close(g_svc);
-        remove_dir(g_dir);
+        harness_remove_dir(g_dir);
         return 1;
     }
     coinorder_string_free(key);
@@ -270,6 +247,6 @@ int main(void) {
     };
     int rc = harness_run(tests, sizeof tests / sizeof tests[0]);
     coinorder_service_close(g_svc);
-    remove_dir(g_dir);
+    harness_remove_dir(g_dir);
     return rc;
 }
