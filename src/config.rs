@@ -136,6 +136,9 @@ pub struct SmtpConfig {
 }
 
 impl SmtpConfig {
+    /// The sender used when none is configured.
+    pub const DEFAULT_FROM: &'static str = "coinorder <noreply@localhost>";
+
     /// Refuses settings the mailer could not use: a scheme other than `smtp`/`smtps`, a
     /// `tls=` mode other than `required` or `opportunistic`, anything lettre rejects, or
     /// a sender that is not an address. Messages never repeat the URL (it may hold a
@@ -393,7 +396,7 @@ impl Config {
         }
         match (smtp_url, smtp_from) {
             (Some(url), from) => {
-                let from = from.unwrap_or_else(|| "coinorder <noreply@localhost>".to_string());
+                let from = from.unwrap_or_else(|| SmtpConfig::DEFAULT_FROM.to_string());
                 config.smtp = Some(SmtpConfig { url, from });
             }
             (None, Some(_)) => return Err(bad("smtp_from", "needs smtp_url")),

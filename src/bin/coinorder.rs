@@ -36,7 +36,7 @@ const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// How many webhooks (and e-mails) `serve` sends per batch.
 const DELIVERY_BATCH: usize = 100;
 /// The sender of payment-link e-mails unless `--smtp-from` says otherwise.
-const DEFAULT_SMTP_FROM: &str = "coinorder <noreply@localhost>";
+const DEFAULT_SMTP_FROM: &str = SmtpConfig::DEFAULT_FROM;
 const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 const DEFAULT_THREADS: u16 = 8;
 const DEFAULT_INVOICE_TTL: u64 = 1800;
