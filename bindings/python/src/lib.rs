@@ -777,12 +777,12 @@ impl Service {
         offset: i64,
     ) -> PyResult<OrderPage> {
         // The query's own rules (and messages) decide: the same text the URL would carry.
-        let mut query = format!("limit={limit}&offset={offset}");
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query.append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
         if let Some(status) = opt_text_arg(status, "status")? {
-            query.push_str("&status=");
-            query.push_str(&url_encode(&status));
+            query.append_pair("status", &status);
         }
-        let query: ListOrders = coinorder::parse_list_query(&query).map_err(|e| to_py_err(py, &e))?;
+        let query: ListOrders = coinorder::parse_list_query(&query.finish()).map_err(|e| to_py_err(py, &e))?;
         let merchant = merchant.inner.clone();
         let core = self.core()?;
         let page = detached(py, move || core.list_orders(&merchant, &query))?;
@@ -989,16 +989,6 @@ fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Va
         let other = value.get_type().name()?.to_string();
         Err(PyTypeError::new_err(format!("{name}: a {other} is not a valid option value")))
     }
-}
-
-/// Percent-encodes a query value.
-fn url_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Verifies a received webhook (Standard Webhooks) and returns its JSON payload; raises
