@@ -189,6 +189,11 @@ pub struct Config {
     pub payment_page_url: String,
     /// Per-key rate limit.
     pub rate_limit: RateLimit,
+    /// Failed authentications allowed per client address ([`crate::WireRequest::client`]),
+    /// as a token bucket: by default a burst of 20, then one a second. Once it is spent,
+    /// requests from that address get `API_LIMIT_EXCEEDED` with `Retry-After` before their
+    /// key is even looked at, so guessing keys is slow. [`RateLimit::OFF`] turns it off.
+    pub failed_auth_limit: RateLimit,
     /// How long an invoice's quote stays valid (DESIGN §6: 30 minutes).
     pub invoice_ttl: Duration,
     /// Crypto currencies customers may pay in (`pay_currency`), upper case.
@@ -232,6 +237,7 @@ impl Config {
             environment,
             payment_page_url: "http://127.0.0.1:8080/pay".to_string(),
             rate_limit: RateLimit::default(),
+            failed_auth_limit: RateLimit { per_second: 1, burst: 20 },
             invoice_ttl: Duration::from_secs(30 * 60),
             pay_currencies: ["USDT", "USDC", "BTC", "ETH"].iter().map(|c| c.to_string()).collect(),
             default_pay_currency: "USDT".to_string(),

@@ -146,6 +146,9 @@ impl Error {
             ErrorKind::Signature(_) => ErrorCode::SignatureInvalid,
             // Simulation does not exist on a live service, like an unknown route.
             ErrorKind::SandboxOnly | ErrorKind::NotFound => ErrorCode::NotFound,
+            // Lock contention outlasting the busy timeout: the request did nothing and may
+            // simply be sent again, which a 500 would not tell the client.
+            ErrorKind::Storage(storage) if storage.is_busy() => ErrorCode::ServiceUnavailable,
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
             | ErrorKind::Storage(_)
@@ -167,12 +170,14 @@ impl Error {
     /// True for failures of the service itself rather than of the request; their text
     /// is never shown to an HTTP client.
     pub fn is_internal(&self) -> bool {
-        self.http_status() == 500
+        self.http_status() >= 500
     }
 
     /// The message shown to API clients: internal details are replaced by a generic text.
     pub fn public_message(&self) -> String {
-        if self.is_internal() {
+        if self.code() == ErrorCode::ServiceUnavailable {
+            ErrorCode::ServiceUnavailable.default_message().to_string()
+        } else if self.is_internal() {
             "Server error".to_string()
         } else {
             self.to_string()
@@ -243,11 +248,15 @@ pub enum ErrorCode {
     /// `SIGNATURE_INVALID`: a received webhook failed verification (coinorder's own code,
     /// not the spec's: only webhook receivers see it) (400).
     SignatureInvalid = 12,
+    /// `ServiceUnavailable`: the service is overloaded or its database stayed locked past
+    /// the busy timeout; nothing was done and the request may be sent again after the
+    /// `Retry-After` seconds (503). coinorder's own code, like `SIGNATURE_INVALID`.
+    ServiceUnavailable = 13,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::ParametersMissing,
         ErrorCode::ApiLimitExceeded,
         ErrorCode::AuthenticationFailed,
@@ -260,6 +269,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::InternalServerError,
         ErrorCode::SignatureInvalid,
+        ErrorCode::ServiceUnavailable,
     ];
 
     /// The spec's `error_code` string (DESIGN §5).
@@ -277,18 +287,40 @@ impl ErrorCode {
             ErrorCode::NotFound => "Not Found",
             ErrorCode::InternalServerError => "InternalServerError",
             ErrorCode::SignatureInvalid => "SIGNATURE_INVALID",
+            ErrorCode::ServiceUnavailable => "ServiceUnavailable",
         }
     }
 
     /// The HTTP status for this code. DESIGN §5: every refusal is a 400 except an unknown
     /// key (401), a path or method that does not exist (404) and the service's own
-    /// failures (500).
+    /// failures (500); coinorder adds 503 for a moment of overload (retry later).
     pub fn http_status(self) -> u16 {
         match self {
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotFound => 404,
             ErrorCode::InternalServerError => 500,
+            ErrorCode::ServiceUnavailable => 503,
             _ => 400,
+        }
+    }
+
+    /// What a client is told for this code when the detail must stay inside (the codes
+    /// of the service's own failures), and a plain description otherwise.
+    pub fn default_message(self) -> &'static str {
+        match self {
+            ErrorCode::ServiceUnavailable => "Service temporarily unavailable; retry after the Retry-After seconds",
+            ErrorCode::InternalServerError => "Server error",
+            ErrorCode::NotFound => "Page or action not found",
+            _ => self.as_str(),
+        }
+    }
+
+    /// How many seconds a client should wait before sending a refused request again, for
+    /// the codes that mean "not now" rather than "not this" (`ServiceUnavailable`).
+    pub fn retry_after_secs(self) -> Option<u64> {
+        match self {
+            ErrorCode::ServiceUnavailable => Some(1),
+            _ => None,
         }
     }
 
@@ -338,7 +370,7 @@ mod tests {
     fn every_code_has_a_distinct_number_string_and_consistent_status() {
         let mut numbers: Vec<u32> = ErrorCode::ALL.iter().map(|c| c.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, (1..=12).collect::<Vec<u32>>());
+        assert_eq!(numbers, (1..=13).collect::<Vec<u32>>());
         let mut strings: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
         strings.sort_unstable();
         strings.dedup();
@@ -353,6 +385,18 @@ mod tests {
             (internal.code().number(), internal.http_status(), internal.error_code()),
             (11, 500, "InternalServerError")
         );
+    }
+
+    #[test]
+    fn a_busy_database_is_a_503_that_hides_the_detail_and_asks_for_a_retry() {
+        let busy = Error::new(ErrorKind::Storage(StorageError::new(true, std::fmt::Error)));
+        assert_eq!((busy.http_status(), busy.error_code()), (503, "ServiceUnavailable"));
+        assert_eq!(busy.code().retry_after_secs(), Some(1));
+        assert!(busy.is_internal());
+        assert!(busy.public_message().contains("Retry-After"), "{}", busy.public_message());
+        let broken = Error::new(ErrorKind::Storage(StorageError::new(false, std::fmt::Error)));
+        assert_eq!((broken.http_status(), broken.public_message().as_str()), (500, "Server error"));
+        assert_eq!(broken.code().retry_after_secs(), None);
     }
 
     #[test]

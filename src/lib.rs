@@ -78,7 +78,7 @@ pub use payments::{
 pub use rates::RateSource;
 pub use secrets::SecretString;
 #[cfg(feature = "server")]
-pub use server::{Server, ServerHandle};
+pub use server::{Server, ServerHandle, ServerLimits};
 pub use service::Service;
 pub use storage::SCHEMA_VERSION;
 pub use time::Timestamp;

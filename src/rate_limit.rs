@@ -31,31 +31,60 @@ impl RateLimiter {
     /// milliseconds (at least 1) the next whole token will be there, so the refusal can
     /// tell the client when to come back.
     pub(crate) fn try_acquire(&self, key_id: &str, now_ms: i64) -> Result<(), u64> {
+        self.take(key_id, now_ms, true)
+    }
+
+    /// Like [`RateLimiter::try_acquire`] without taking the token: whether one is there.
+    /// For limits charged after the fact (a failed authentication costs a token; asking
+    /// whether the client may try again must not).
+    pub(crate) fn check(&self, key_id: &str, now_ms: i64) -> Result<(), u64> {
+        self.take(key_id, now_ms, false)
+    }
+
+    fn take(&self, key_id: &str, now_ms: i64, consume: bool) -> Result<(), u64> {
         if self.limit.per_second == 0 {
             return Ok(());
         }
         let capacity = i64::from(self.limit.burst.max(1)) * 1000;
+        let per_ms = i64::from(self.limit.per_second);
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !buckets.contains_key(key_id) {
+            if !consume {
+                return Ok(());
+            }
+            if buckets.len() >= MAX_BUCKETS {
+                // Keys are few, but client addresses are many: forget the buckets that
+                // have refilled (they behave exactly like a new one) before growing.
+                buckets.retain(|_, bucket| {
+                    bucket.milli_tokens.saturating_add((now_ms - bucket.refilled_at_ms).max(0).saturating_mul(per_ms))
+                        < capacity
+                });
+            }
+        }
         let bucket =
             buckets.entry(key_id.to_string()).or_insert(Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
         let elapsed_ms = (now_ms - bucket.refilled_at_ms).max(0);
         // per_second tokens per 1000 ms = per_second milli-tokens per ms.
-        let refill = elapsed_ms.saturating_mul(i64::from(self.limit.per_second));
+        let refill = elapsed_ms.saturating_mul(per_ms);
         bucket.milli_tokens = bucket.milli_tokens.saturating_add(refill).min(capacity);
         bucket.refilled_at_ms = now_ms.max(bucket.refilled_at_ms);
         if bucket.milli_tokens >= 1000 {
-            bucket.milli_tokens -= 1000;
+            if consume {
+                bucket.milli_tokens -= 1000;
+            }
             Ok(())
         } else {
             // Refill adds per_second milli-tokens per ms; round up so that a client
             // waiting this long finds the token there.
             let missing = 1000 - bucket.milli_tokens;
-            let per_ms = i64::from(self.limit.per_second);
             let wait_ms = (missing + per_ms - 1) / per_ms;
             Err(u64::try_from(wait_ms).unwrap_or(1).max(1))
         }
     }
 }
+
+/// How many buckets are kept before the full ones are forgotten.
+const MAX_BUCKETS: usize = 10_000;
 
 #[cfg(test)]
 mod tests {
@@ -85,5 +114,29 @@ mod tests {
         let slow = RateLimiter::new(RateLimit { per_second: 1, burst: 1 });
         assert_eq!(slow.try_acquire("k", 0), Ok(()));
         assert_eq!(slow.try_acquire("k", 1), Err(999));
+    }
+
+    #[test]
+    fn check_tells_without_taking() {
+        let limiter = RateLimiter::new(RateLimit { per_second: 1, burst: 2 });
+        assert_eq!(limiter.check("a", 0), Ok(()));
+        assert_eq!(limiter.check("a", 0), Ok(()), "checking takes nothing");
+        assert_eq!(limiter.try_acquire("a", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("a", 0), Ok(()));
+        assert_eq!(limiter.check("a", 0), Err(1000));
+        assert_eq!(limiter.check("a", 1000), Ok(()));
+    }
+
+    #[test]
+    fn full_buckets_are_forgotten_when_there_are_too_many() {
+        let limiter = RateLimiter::new(RateLimit { per_second: 1, burst: 1 });
+        for n in 0..MAX_BUCKETS {
+            assert_eq!(limiter.try_acquire(&n.to_string(), 0), Ok(()));
+        }
+        // All of them refill within a second; the next new client prunes them.
+        assert_eq!(limiter.try_acquire("late", 5_000), Ok(()));
+        let kept = limiter.buckets.lock().map(|b| b.len()).unwrap_or(0);
+        assert_eq!(kept, 1);
+        assert_eq!(limiter.try_acquire("late", 5_000), Err(1000), "the new bucket is kept");
     }
 }

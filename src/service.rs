@@ -38,6 +38,8 @@ pub struct Service {
     /// out once at open rather than on every request.
     pub(crate) page_path: Option<String>,
     rate_limiter: RateLimiter,
+    /// Failed authentications per client address.
+    auth_failures: RateLimiter,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
 }
@@ -79,6 +81,7 @@ impl Service {
             ),
             page_path: crate::wire::configured_page_path(&config.payment_page_url),
             rate_limiter: RateLimiter::new(config.rate_limit),
+            auth_failures: RateLimiter::new(config.failed_auth_limit),
             config,
             store,
             secrets,
@@ -248,6 +251,26 @@ impl Service {
         Ok(Merchant { key_id: row.key.id, user_id: row.key.user_id, environment: row.key.environment })
     }
 
+    /// [`Service::authenticate`] for a request from `client`: an address whose failed
+    /// authentications used up [`Config::failed_auth_limit`] is refused before its key is
+    /// looked at. `None` (a caller that does not know the address) skips the limit.
+    pub fn authenticate_client(&self, client: Option<std::net::IpAddr>, api_key: Option<&str>) -> Result<Merchant> {
+        let Some(client) = client else { return self.authenticate(api_key) };
+        let address = client.to_string();
+        let now_ms = self.now().as_millis();
+        if let Err(wait_ms) = self.auth_failures.check(&address, now_ms) {
+            return Err(Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) }));
+        }
+        let result = self.authenticate(api_key);
+        if let Err(error) = &result {
+            if matches!(error.kind(), ErrorKind::AuthenticationFailed(_) | ErrorKind::Unauthorized) {
+                // Charged after the fact: only failures spend the address's budget.
+                let _ = self.auth_failures.try_acquire(&address, now_ms);
+            }
+        }
+        result
+    }
+
     fn note_key_used(&self, key_id: &str, now: Timestamp) -> Result<()> {
         {
             let mut written = self.last_used_written.lock().unwrap_or_else(|p| p.into_inner());
@@ -256,7 +279,13 @@ impl Service {
                 _ => written.insert(key_id.to_string(), now.as_millis()),
             };
         }
-        self.store.write(|db| db.touch_key(key_id, now))
+        // Bookkeeping, not the request's work: a read must never wait for the write lock
+        // (another process may hold it for seconds). When the lock is taken, a later
+        // request records the use instead.
+        if self.store.try_write(|db| db.touch_key(key_id, now))?.is_none() {
+            self.last_used_written.lock().unwrap_or_else(|p| p.into_inner()).remove(key_id);
+        }
+        Ok(())
     }
 
     // ----- Orders -----

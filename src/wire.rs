@@ -26,12 +26,28 @@ pub struct WireRequest {
     pub headers: Vec<(String, String)>,
     /// The raw body.
     pub body: Vec<u8>,
+    /// The client's network address, when the server knows it. Failed authentications are
+    /// limited per address ([`crate::Config::failed_auth_limit`]); `None` skips that limit
+    /// (a host behind its own proxy, or one that limits elsewhere).
+    pub client: Option<std::net::IpAddr>,
 }
 
 impl WireRequest {
-    /// A request with no headers and no body.
+    /// A request with no headers, no body and no client address.
     pub fn new(method: &str, path: &str) -> Self {
-        WireRequest { method: method.to_string(), path: path.to_string(), headers: Vec::new(), body: Vec::new() }
+        WireRequest {
+            method: method.to_string(),
+            path: path.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            client: None,
+        }
+    }
+
+    /// Sets the client's address.
+    pub fn client(mut self, address: std::net::IpAddr) -> Self {
+        self.client = Some(address);
+        self
     }
 
     /// Adds a header.
@@ -59,10 +75,13 @@ pub struct WireResponse {
     pub status: u16,
     /// Response headers, names in lower case. Always `content-type`,
     /// `cache-control: no-store` and `x-content-type-options: nosniff`; `retry-after`
-    /// on a rate-limited refusal.
+    /// on a rate-limited refusal and on a 503.
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,
+    /// For an answer of the service's own failure (5xx), what went wrong, for the
+    /// server's log only: the body never carries it. Never holds a secret.
+    pub internal_detail: Option<String>,
 }
 
 impl WireResponse {
@@ -80,6 +99,7 @@ impl WireResponse {
                 ("x-content-type-options".to_string(), "nosniff".to_string()),
             ],
             body,
+            internal_detail: None,
         }
     }
 
@@ -107,10 +127,17 @@ impl WireResponse {
             body.insert("eror".into(), json!(message));
         }
         let mut response = WireResponse::json_body(status, Value::Object(body).to_string());
-        if let ErrorKind::RateLimited { retry_after_secs } = error.kind() {
+        let retry_after = match error.kind() {
+            ErrorKind::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            _ => error.code().retry_after_secs(),
+        };
+        if let Some(seconds) = retry_after {
             // The spec's 400 says nothing about when to come back; without this, well-behaved
             // clients can only guess, and retry at once.
-            response.headers.push(("retry-after".to_string(), retry_after_secs.to_string()));
+            response.headers.push(("retry-after".to_string(), seconds.to_string()));
+        }
+        if error.is_internal() {
+            response.internal_detail = Some(error.to_string());
         }
         response
     }
@@ -185,7 +212,10 @@ impl Service {
     /// `Config::payment_page_url` when that is another one). Mount it in any HTTP server.
     ///
     /// Every answer, errors and 404s included, carries `cache-control: no-store` and
-    /// `x-content-type-options: nosniff`; a rate-limited one also `retry-after` (seconds).
+    /// `x-content-type-options: nosniff`; a rate-limited one and a 503 also `retry-after`
+    /// (seconds). With [`WireRequest::client`] set, an address that keeps failing to
+    /// authenticate is refused for a while (`API_LIMIT_EXCEEDED`, see
+    /// [`crate::Config::failed_auth_limit`]).
     /// Pass the headers on as they are.
     pub fn handle(&self, request: &WireRequest) -> WireResponse {
         match self.handle_inner(request) {
@@ -208,7 +238,7 @@ impl Service {
             // Simulation does not exist on a live service, not even as a refusal.
             return Err(Error::new(ErrorKind::NotFound));
         }
-        let merchant = self.authenticate(request.header_value("x-api-key"))?;
+        let merchant = self.authenticate_client(request.client, request.header_value("x-api-key"))?;
         match route {
             Route::CreateOrder => {
                 let create = parse_create_order(&request.body)?;

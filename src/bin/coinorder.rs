@@ -24,7 +24,7 @@ use coinorder::money::{to_json_number, Decimal};
 use coinorder::render;
 use coinorder::{
     Config, DeliveryState, Email, EmailReport, EmailState, Environment, EventDelivery, Merchant, NewApiKey, RateLimit,
-    Server, Service, SimulateAction, SmtpConfig, Timestamp,
+    Server, ServerLimits, Service, SimulateAction, SmtpConfig, Timestamp,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -491,8 +491,9 @@ struct ServeArgs {
     #[arg(long, value_name = "ENV")]
     env: Option<EnvArg>,
     /// TOML settings file (see coinorder.example.toml): the settings of these flags in
-    /// [server], [webhooks] and [smtp] sections. Flags win over it; unknown keys are an
-    /// error.
+    /// [server], [webhooks] and [smtp] sections, and the HTTP server's limits (sizes,
+    /// timeouts, connection and request caps, database busy timeout) in [limits]. Flags
+    /// win over it; unknown keys are an error.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port (printed in the listening line).
@@ -610,6 +611,68 @@ struct FileConfig {
     webhooks: WebhooksSection,
     #[serde(default)]
     smtp: SmtpSection,
+    #[serde(default)]
+    limits: LimitsSection,
+}
+
+/// `[limits]`: the bounds of the HTTP server (`ServerLimits`), in bytes and seconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSection {
+    max_request_target_bytes: Option<usize>,
+    max_header_bytes: Option<usize>,
+    max_headers: Option<usize>,
+    max_body_bytes: Option<usize>,
+    header_timeout_secs: Option<u64>,
+    body_grace_secs: Option<u64>,
+    min_body_rate: Option<u32>,
+    write_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
+    max_in_flight: Option<usize>,
+    write_threads: Option<usize>,
+    queue_timeout_secs: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+    busy_timeout_ms: Option<u64>,
+    failed_auth_burst: Option<u32>,
+}
+
+impl LimitsSection {
+    /// The server limits: the file's values over the defaults, each checked for range.
+    fn server_limits(&self) -> Result<ServerLimits, String> {
+        fn within<T: PartialOrd + std::fmt::Display + Copy>(name: &str, value: T, min: T, max: T) -> Result<T, String> {
+            if value < min || value > max {
+                return Err(format!("limits.{name} must be {min} to {max}, got {value}"));
+            }
+            Ok(value)
+        }
+        let secs = |name: &str, value: Option<u64>, default: Duration| -> Result<Duration, String> {
+            value.map_or(Ok(default), |v| within(name, v, 1, 86_400).map(Duration::from_secs))
+        };
+        let mut limits = ServerLimits::default();
+        let d = limits.clone();
+        let size = |name: &str, value: Option<usize>, default: usize, min: usize, max: usize| {
+            value.map_or(Ok(default), |v| within(name, v, min, max))
+        };
+        limits.max_request_target_bytes =
+            size("max_request_target_bytes", self.max_request_target_bytes, d.max_request_target_bytes, 256, 1 << 20)?;
+        limits.max_header_bytes = size("max_header_bytes", self.max_header_bytes, d.max_header_bytes, 8192, 1 << 24)?;
+        limits.max_headers = size("max_headers", self.max_headers, d.max_headers, 8, 10_000)?;
+        limits.max_body_bytes = size("max_body_bytes", self.max_body_bytes, d.max_body_bytes, 65_537, 1 << 30)?;
+        limits.header_timeout = secs("header_timeout_secs", self.header_timeout_secs, d.header_timeout)?;
+        limits.body_grace = secs("body_grace_secs", self.body_grace_secs, d.body_grace)?;
+        limits.min_body_rate =
+            self.min_body_rate.map_or(Ok(d.min_body_rate), |v| within("min_body_rate", v, 1, u32::MAX))?;
+        limits.write_timeout = secs("write_timeout_secs", self.write_timeout_secs, d.write_timeout)?;
+        limits.max_connections = size("max_connections", self.max_connections, d.max_connections, 1, 1 << 20)?;
+        limits.max_in_flight = size("max_in_flight", self.max_in_flight, d.max_in_flight, 1, 1 << 20)?;
+        limits.write_threads = size("write_threads", self.write_threads, d.write_threads, 1, 64)?;
+        limits.queue_timeout = secs("queue_timeout_secs", self.queue_timeout_secs, d.queue_timeout)?;
+        limits.shutdown_grace = secs("shutdown_grace_secs", self.shutdown_grace_secs, d.shutdown_grace)?;
+        if let Some(ms) = self.busy_timeout_ms {
+            within("busy_timeout_ms", ms, 1, 3_600_000)?;
+        }
+        Ok(limits)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -641,7 +704,7 @@ struct SmtpSection {
 
 /// Every key the settings file may have, by section ("" for the top level).
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
-    ("", &["db", "server", "webhooks", "smtp"]),
+    ("", &["db", "server", "webhooks", "smtp", "limits"]),
     (
         "server",
         &[
@@ -657,6 +720,26 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ),
     ("webhooks", &["timeout_secs", "allow_private"]),
     ("smtp", &["url", "from"]),
+    (
+        "limits",
+        &[
+            "max_request_target_bytes",
+            "max_header_bytes",
+            "max_headers",
+            "max_body_bytes",
+            "header_timeout_secs",
+            "body_grace_secs",
+            "min_body_rate",
+            "write_timeout_secs",
+            "max_connections",
+            "max_in_flight",
+            "write_threads",
+            "queue_timeout_secs",
+            "shutdown_grace_secs",
+            "busy_timeout_ms",
+            "failed_auth_burst",
+        ],
+    ),
 ];
 
 /// Reads the settings file, or the empty settings without one.
@@ -703,6 +786,7 @@ fn parse_config(text: &str) -> Result<FileConfig, String> {
             return Err(format!("server.threads must be 1 to 1024, got {threads}"));
         }
     }
+    file.limits.server_limits()?;
     if let Some(timeout) = file.webhooks.timeout_secs {
         if !(1..=MAX_WEBHOOK_TIMEOUT).contains(&timeout) {
             return Err(format!("webhooks.timeout_secs must be 1 to {MAX_WEBHOOK_TIMEOUT} seconds, got {timeout}"));
@@ -863,6 +947,13 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
         config.rate_limit.burst = burst;
     }
     apply_send_settings(&mut config, &args.send, &file)?;
+    let limits = file.limits.server_limits()?;
+    if let Some(ms) = file.limits.busy_timeout_ms {
+        config.busy_timeout = Duration::from_millis(ms);
+    }
+    if let Some(burst) = file.limits.failed_auth_burst {
+        config.failed_auth_limit = if burst == 0 { RateLimit::OFF } else { RateLimit { per_second: 1, burst } };
+    }
     let mail_note = match &config.smtp {
         Some(smtp) => format!("sending payment-link e-mails through {} as {}", redact_url(&smtp.url), smtp.from),
         None => "no SMTP server configured (--smtp-url): payment-link e-mails stay pending".to_string(),
@@ -892,7 +983,8 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let mut delivery = service
         .start_delivery_worker(DELIVERY_INTERVAL, DELIVERY_BATCH)
         .map_err(|e| format!("cannot start the delivery worker: {e}"))?;
-    let server = Server::from_listener(service, listener).map_err(|e| e.to_string())?;
+    let grace = limits.shutdown_grace;
+    let server = Server::from_listener(service, listener).map_err(|e| e.to_string())?.with_limits(limits);
     let handle = server.spawn(usize::from(threads));
 
     let mut stdout = std::io::stdout().lock();
@@ -904,7 +996,7 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
 
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
-    eprintln!("coinorder: shutting down (waiting up to 10 s for requests in flight)");
+    eprintln!("coinorder: shutting down (waiting up to {} s for requests in flight)", grace.as_secs());
     handle.shutdown();
     expiry.stop();
     delivery.stop();

@@ -111,6 +111,29 @@ impl Store {
         }
     }
 
+    /// Runs `work` in one write transaction if the write lock is free right now (in this
+    /// process and in the file), else does nothing and returns `None`. For bookkeeping
+    /// that must never make a read wait.
+    pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
+        let mut writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        writer.busy_timeout(Duration::ZERO)?;
+        let outcome = (|| {
+            let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&Conn(&tx))?;
+            tx.commit()?;
+            Ok(value)
+        })();
+        writer.busy_timeout(self.options.busy_timeout)?;
+        match outcome {
+            Err(err) if is_busy(&err) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
     /// Runs `work` on a read-only connection from the pool (a consistent snapshot).
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
