@@ -91,6 +91,12 @@
 #define COINORDER_ERROR_SIGNATURE_INVALID 12
 
 /**
+ * `ServiceUnavailable`: the database stayed locked past the busy timeout; nothing
+ * was done, try again later
+ */
+#define COINORDER_ERROR_SERVICE_UNAVAILABLE 13
+
+/**
  * What a call returns: `COINORDER_OK` (0) or why it failed. Retired values are never reused.
  *
  * A bad argument (NULL, not UTF-8, not JSON, or JSON that is not an object where one is

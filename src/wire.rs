@@ -108,6 +108,11 @@ impl WireResponse {
         WireResponse::with_content_type(status, "application/json", body.into_bytes())
     }
 
+    /// The first value of header `name` (case-insensitive).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
     /// The body parsed as JSON (`Value::Null` if it is not JSON).
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)

@@ -318,3 +318,53 @@ fn storage_failure_is_500_without_internals() {
         }
     }
 }
+
+// ---------------------------------------------------------------- failed authentications per address
+
+fn from(client: &str, key: &str) -> WireRequest {
+    WireRequest::new("GET", "/v1/orders").header("x-api-key", key).client(client.parse().expect("ip"))
+}
+
+#[test]
+fn an_address_that_keeps_failing_to_authenticate_must_wait() {
+    let h = harness_with(Environment::Sandbox, |config| {
+        config.rate_limit = RateLimit::OFF;
+        config.failed_auth_limit = RateLimit { per_second: 1, burst: 3 };
+    });
+    let wrong = format!("test_{}", "A".repeat(40));
+    for _ in 0..3 {
+        assert_error(&h.svc.handle(&from("203.0.113.7", &wrong)), 401, "Unauthorized");
+    }
+    // The budget is spent: even the right key is refused from there, before any lookup.
+    for key in [wrong.as_str(), h.key.as_str()] {
+        let refused = h.svc.handle(&from("203.0.113.7", key));
+        assert_error(&refused, 400, "API_LIMIT_EXCEEDED");
+        assert_eq!(refused.header_value("retry-after"), Some("1"));
+    }
+    // Another address, and a caller that names none, are not affected.
+    assert_eq!(h.svc.handle(&from("203.0.113.8", &h.key)).status, 200);
+    assert_eq!(get(&h.svc, &h.key, "/v1/orders").status, 200);
+    // Successes cost nothing; one second later one more try is allowed.
+    h.clock.advance_ms(1000);
+    assert_eq!(h.svc.handle(&from("203.0.113.7", &h.key)).status, 200);
+    assert_eq!(h.svc.handle(&from("203.0.113.7", &h.key)).status, 200);
+    assert_error(&h.svc.handle(&from("203.0.113.7", &wrong)), 401, "Unauthorized");
+    assert_error(&h.svc.handle(&from("203.0.113.7", &wrong)), 400, "API_LIMIT_EXCEEDED");
+}
+
+#[test]
+fn missing_keys_count_as_failures_and_the_limit_can_be_turned_off() {
+    let h = harness_with(Environment::Sandbox, |config| {
+        config.failed_auth_limit = RateLimit { per_second: 1, burst: 2 };
+    });
+    let bare = || WireRequest::new("GET", "/v1/orders").client("198.51.100.1".parse().expect("ip"));
+    assert_error(&h.svc.handle(&bare()), 400, "AUTHENTICATION_FAILED");
+    assert_error(&h.svc.handle(&bare()), 400, "AUTHENTICATION_FAILED");
+    assert_error(&h.svc.handle(&bare()), 400, "API_LIMIT_EXCEEDED");
+
+    let open = harness_with(Environment::Sandbox, |config| config.failed_auth_limit = RateLimit::OFF);
+    let wrong = format!("test_{}", "B".repeat(40));
+    for _ in 0..50 {
+        assert_error(&open.svc.handle(&from("198.51.100.2", &wrong)), 401, "Unauthorized");
+    }
+}

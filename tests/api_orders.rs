@@ -734,3 +734,32 @@ fn customer_email_with_an_ip_literal_domain_is_refused() {
     let msg = assert_error(&h.post(&body), 400, "PARAMETERS_MISSING");
     assert!(msg.starts_with("customer_email: "), "{msg}");
 }
+
+// ---------------------------------------------------------------- another process holds the write lock
+
+#[test]
+fn reads_go_on_and_writes_answer_503_while_another_process_holds_the_write_lock() {
+    let h = harness_with(coinorder::Environment::Sandbox, |config| {
+        config.busy_timeout = std::time::Duration::from_millis(300);
+    });
+    let created = h.create(&minimal_order());
+    let order_id = created["data"]["order_id"].as_str().expect("order id").to_string();
+    // A fresh key: its first use is written down (last_used), which must not wait.
+    let (key, _) = h.new_key(7, coinorder::Environment::Sandbox);
+    let holder = rusqlite::Connection::open(h.db()).expect("open");
+    holder.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+
+    let started = std::time::Instant::now();
+    assert_eq!(get(&h.svc, &key, "/v1/orders").status, 200);
+    assert_eq!(h.get(&format!("/v1/orders/{order_id}")).status, 200);
+    assert!(started.elapsed() < std::time::Duration::from_millis(250), "reads waited {:?}", started.elapsed());
+
+    let refused = h.post(&minimal_order());
+    assert_error(&refused, 503, "ServiceUnavailable");
+    assert_eq!(refused.header_value("retry-after"), Some("1"));
+    assert!(!text(&refused).contains("locked"), "no internals leak: {}", text(&refused));
+    assert!(refused.internal_detail.as_deref().unwrap_or("").contains("locked"), "{:?}", refused.internal_detail);
+
+    holder.execute_batch("ROLLBACK").expect("release");
+    assert_eq!(h.post(&minimal_order()).status, 201);
+}

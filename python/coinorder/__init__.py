@@ -51,6 +51,7 @@ from ._errors import (
     OrderStatus,
     ParametersMissing,
     PaymentNotFound,
+    ServiceUnavailable,
     Unauthorized,
     WebhookVerificationError,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "Rate",
     "Response",
     "Service",
+    "ServiceUnavailable",
     "Simulation",
     "Unauthorized",
     "WebhookVerificationError",

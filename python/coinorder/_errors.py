@@ -23,6 +23,7 @@ __all__ = [
     "PaymentNotFound",
     "NotFound",
     "InternalError",
+    "ServiceUnavailable",
     "WebhookVerificationError",
     "OrderStatus",
 ]
@@ -121,6 +122,14 @@ class InternalError(Error):
 
     error_code = "InternalServerError"
     http_status = 500
+
+
+class ServiceUnavailable(Error):
+    """The database stayed locked by another writer past the busy timeout; nothing was
+    done and the call may be made again (``ServiceUnavailable``, 503)."""
+
+    error_code = "ServiceUnavailable"
+    http_status = 503
 
 
 class WebhookVerificationError(Error):

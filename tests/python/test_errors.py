@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +24,7 @@ ERROR_CLASSES: list[tuple[type[coinorder.Error], str, int]] = [
     (coinorder.NotFound, "Not Found", 404),
     (coinorder.InternalError, "InternalServerError", 500),
     (coinorder.WebhookVerificationError, "SIGNATURE_INVALID", 400),
+    (coinorder.ServiceUnavailable, "ServiceUnavailable", 503),
 ]
 
 
@@ -39,7 +41,7 @@ def check(error: coinorder.Error, cls: type[coinorder.Error]) -> None:
 
 def test_the_hierarchy() -> None:
     assert issubclass(coinorder.Error, Exception)
-    assert len({cls for cls, _, _ in ERROR_CLASSES}) == 12
+    assert len({cls for cls, _, _ in ERROR_CLASSES}) == 13
     for cls, _, _ in ERROR_CLASSES:
         assert issubclass(cls, coinorder.Error)
         assert cls is not coinorder.Error
@@ -67,6 +69,25 @@ def test_api_limit_exceeded_for_the_rate_limit(tmp_path: Path) -> None:
         with pytest.raises(coinorder.ApiLimitExceeded) as caught:
             svc.authenticate(key)
         check(caught.value, coinorder.ApiLimitExceeded)
+
+
+def test_service_unavailable_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    path = str(tmp_path / "locked.db")
+    with coinorder.Service.open(path, busy_timeout_ms=200) as svc:
+        key = svc.create_key(1).plain_key
+        merchant = svc.authenticate(key)
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(coinorder.ServiceUnavailable) as caught:
+                svc.create_order(merchant, currency="USD", amount=1)
+            check(caught.value, coinorder.ServiceUnavailable)
+            # Reads go on while the lock is held.
+            assert svc.list_orders(merchant).orders == []
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        svc.create_order(merchant, currency="USD", amount=1)
 
 
 def test_authentication_failed(svc: coinorder.Service) -> None:

@@ -1,6 +1,6 @@
 //! A small scriptable HTTP/1.1 receiver for the webhook tests, on `127.0.0.1`.
 //!
-//! Built on `std::net::TcpListener` (not tiny_http, which answers 500 to a dropped
+//! Built on `std::net::TcpListener` (not an HTTP server crate, which answers a dropped
 //! request where we want to close the connection without a word). It records every
 //! request (method, target, headers, exact body bytes, arrival order) as soon as the
 //! request has been read, then answers per a programmable plan: queued [`Reply`]s first,

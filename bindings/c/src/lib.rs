@@ -590,6 +590,9 @@ pub mod error_numbers {
     pub const COINORDER_ERROR_INTERNAL_SERVER_ERROR: u32 = 11;
     /// `SIGNATURE_INVALID`
     pub const COINORDER_ERROR_SIGNATURE_INVALID: u32 = 12;
+    /// `ServiceUnavailable`: the database stayed locked past the busy timeout; nothing
+    /// was done, try again later
+    pub const COINORDER_ERROR_SERVICE_UNAVAILABLE: u32 = 13;
 }
 
 const _: () = {
@@ -607,7 +610,8 @@ const _: () = {
     assert!(COINORDER_ERROR_NOT_FOUND == C::NotFound as u32);
     assert!(COINORDER_ERROR_INTERNAL_SERVER_ERROR == C::InternalServerError as u32);
     assert!(COINORDER_ERROR_SIGNATURE_INVALID == C::SignatureInvalid as u32);
-    assert!(C::ALL.len() == 12);
+    assert!(COINORDER_ERROR_SERVICE_UNAVAILABLE == C::ServiceUnavailable as u32);
+    assert!(C::ALL.len() == 13);
 };
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ fn to_py_err(py: Python<'_>, error: &coinorder::Error) -> PyErr {
         coinorder::ErrorCode::PaymentNotFound => "PaymentNotFound",
         coinorder::ErrorCode::NotFound => "NotFound",
         coinorder::ErrorCode::SignatureInvalid => "WebhookVerificationError",
+        coinorder::ErrorCode::ServiceUnavailable => "ServiceUnavailable",
         _ => "InternalError",
     };
     let raised = py
