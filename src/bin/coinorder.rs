@@ -510,7 +510,8 @@ struct ServeArgs {
     /// Largest burst of requests allowed per API key. Default: the --rate-limit value.
     #[arg(long, value_name = "N")]
     rate_burst: Option<u32>,
-    /// Worker threads answering requests concurrently. Default 8.
+    /// Threads answering reads (GET, the payment page) concurrently; writes have threads
+    /// of their own (`write_threads` in [limits], default 2). Default 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// How long a new invoice's quote stays valid, in seconds; after that the order
