@@ -998,9 +998,12 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
     eprintln!("coinorder: shutting down (waiting up to {} s for requests in flight)", grace.as_secs());
-    handle.shutdown();
-    expiry.stop();
-    delivery.stop();
+    // The background workers stop while the server drains, not after it.
+    std::thread::scope(|scope| {
+        scope.spawn(|| handle.shutdown());
+        expiry.stop();
+        delivery.stop();
+    });
     for worker in [&expiry, &delivery] {
         if let Some(error) = worker.last_error() {
             eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
