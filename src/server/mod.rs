@@ -88,6 +88,8 @@ impl Server {
         let addr =
             listener.local_addr().map_err(|e| config_error(format!("cannot read the listening address: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| config_error(format!("cannot serve on {addr}: {e}")))?;
+        // Listening again on a listening socket only changes its backlog.
+        let _ = socket2::SockRef::from(&listener).listen(LISTEN_BACKLOG);
         Ok(Server { listener, service, addr, limits: ServerLimits::default() })
     }
 
@@ -268,6 +270,9 @@ async fn accept_until_stopped(
             Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF_MIN;
                 let _ = stream.set_nodelay(true);
+                // A client that never reads can make the kernel queue megabytes of answers
+                // before a write even blocks (and the write timeout starts): keep it small.
+                let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
                 match Arc::clone(connections).try_acquire_owned() {
                     Ok(permit) => {
                         let shared = Arc::clone(shared);
@@ -295,6 +300,14 @@ async fn accept_until_stopped(
         }
     }
 }
+
+/// The kernel's send buffer per connection (Linux doubles it): several answers of the
+/// largest kind, a list page of 50 orders being about 17 KiB.
+const SEND_BUFFER_BYTES: usize = 128 * 1024;
+
+/// Connections the kernel queues before `accept` (std's default is 128, which makes
+/// clients of a burst retry their connection after a second).
+const LISTEN_BACKLOG: i32 = 1024;
 
 /// First pause after a failed accept.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -390,6 +403,15 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
             &format!("request target: at most {} bytes", limits.max_request_target_bytes),
         ));
     }
+    // hyper bounds the head by its read buffer, which a head arriving in one piece can
+    // overshoot; the limit is the head's own size, counted as sent.
+    if head_bytes(&request) > limits.max_header_bytes {
+        return Answer::Close(refusal(
+            431,
+            "RequestHeaderFieldsTooLarge",
+            &format!("request head: at most {} bytes", limits.max_header_bytes),
+        ));
+    }
     if request.headers().get_all("x-api-key").iter().nth(1).is_some() {
         // Two keys: which one is meant is anyone's guess, and guessing could pick the
         // one a proxy did not check.
@@ -469,6 +491,14 @@ fn panicked(cause: String) -> WireResponse {
     let mut response = WireResponse::from_error(&Error::new(ErrorKind::Internal(cause.clone())));
     response.internal_detail = Some(format!("panic: {cause}"));
     response
+}
+
+/// The size of a request's head as sent: request line, header lines, blank line.
+fn head_bytes(request: &Request<Incoming>) -> usize {
+    let target = request.uri().path_and_query().map_or(1, |target| target.as_str().len());
+    let line = request.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let headers: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + 2 + value.len() + 2).sum();
+    line + headers + 2
 }
 
 /// The address failed authentications are counted under: the peer's, except that a
