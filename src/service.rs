@@ -340,6 +340,22 @@ impl Service {
             deleted: false,
             marked_paid: false,
         };
+        // A retry of a create that already happened must not cost the host's wallet an
+        // address: look for it before asking. (Two copies racing both ask; the loser's
+        // address is then never shown. The check inside the write below decides.)
+        if let Some(merchant_order_id) = &valid.merchant_order_id {
+            let prior =
+                self.store.read(|db| db.prior_create(merchant.user_id, merchant.environment, merchant_order_id))?;
+            if let Some(prior) = prior {
+                return self.settle_prior(
+                    merchant,
+                    &request_hash,
+                    prior.request_hash,
+                    prior.create_response,
+                    merchant_order_id,
+                );
+            }
+        }
         let invoice_id = uuid::Uuid::new_v4().to_string();
         let deposit = self.deposit_address(&order_id, &invoice_id, &valid.pay_currency, crypto_amount)?;
         let invoice = Invoice {
@@ -383,8 +399,33 @@ impl Service {
         })?;
         match prior {
             None => Ok(created),
-            Some(prior) if prior.request_hash == request_hash => self.replay(merchant, prior.create_response),
-            Some(_) => Err(Error::new(ErrorKind::DuplicateOrder(created.order.order.merchant_order_id))),
+            Some(prior) => {
+                let merchant_order_id = created.order.order.merchant_order_id;
+                self.settle_prior(
+                    merchant,
+                    &request_hash,
+                    prior.request_hash,
+                    prior.create_response,
+                    &merchant_order_id,
+                )
+            }
+        }
+    }
+
+    /// A create whose `merchant_order_id` is taken: the same request replays the first
+    /// answer (DESIGN §5), a different one is `ORDER_DUPLICATE`.
+    fn settle_prior(
+        &self,
+        merchant: &Merchant,
+        request_hash: &[u8],
+        prior_hash: Vec<u8>,
+        prior_response: String,
+        merchant_order_id: &str,
+    ) -> Result<CreatedOrder> {
+        if prior_hash == request_hash {
+            self.replay(merchant, prior_response)
+        } else {
+            Err(Error::new(ErrorKind::DuplicateOrder(merchant_order_id.to_string())))
         }
     }
 

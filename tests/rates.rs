@@ -330,3 +330,22 @@ fn the_crypto_amount_is_never_rounded_down_even_at_the_largest_amounts() {
         }
     }
 }
+
+#[test]
+fn a_replayed_or_duplicate_create_does_not_cost_the_wallet_an_address() {
+    let wallet = Arc::new(Wallet::default());
+    let source: Arc<dyn AddressSource> = wallet.clone();
+    let h = harness_with(Environment::Sandbox, |c| c.address_source = Some(source));
+    let body = json!({"currency": "USD", "amount": 10, "merchant_order_id": "cart-9"});
+    let first = h.post(&body);
+    assert_eq!(first.status, 201, "{}", text(&first));
+    let replay = h.post(&body);
+    assert_eq!(replay.status, 201, "{}", text(&replay));
+    assert_eq!(replay.body, first.body, "an identical retry replays the first answer");
+    let other = h.post(&json!({"currency": "USD", "amount": 11, "merchant_order_id": "cart-9"}));
+    assert_error(&other, 400, "ORDER_DUPLICATE");
+    assert_eq!(wallet.calls.lock().expect("lock").len(), 1, "only the first create asked the wallet");
+    // A new merchant_order_id asks again.
+    assert_eq!(h.post(&json!({"currency": "USD", "amount": 10, "merchant_order_id": "cart-10"})).status, 201);
+    assert_eq!(wallet.calls.lock().expect("lock").len(), 2);
+}
