@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
+import subprocess
+import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -73,20 +74,31 @@ def test_api_limit_exceeded_for_the_rate_limit(tmp_path: Path) -> None:
 
 def test_service_unavailable_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
     path = str(tmp_path / "locked.db")
+    # Another process: file locks are per process, so a second SQLite library in this one
+    # (Python's sqlite3) would not be seen as another writer at all.
+    holder_code = (
+        "import sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n"
+        "c.execute('ROLLBACK')\n"
+    )
     with coinorder.Service.open(path, busy_timeout_ms=200) as svc:
         key = svc.create_key(1).plain_key
         merchant = svc.authenticate(key)
-        holder = sqlite3.connect(path, isolation_level=None)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", holder_code, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         try:
-            holder.execute("BEGIN IMMEDIATE")
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
             with pytest.raises(coinorder.ServiceUnavailable) as caught:
                 svc.create_order(merchant, currency="USD", amount=1)
             check(caught.value, coinorder.ServiceUnavailable)
             # Reads go on while the lock is held.
             assert svc.list_orders(merchant).orders == []
         finally:
-            holder.execute("ROLLBACK")
-            holder.close()
+            holder.communicate(timeout=10)
         svc.create_order(merchant, currency="USD", amount=1)
 
 
