@@ -97,6 +97,11 @@
 #define COINORDER_ERROR_SERVICE_UNAVAILABLE 13
 
 /**
+ * `EVENT_NOT_FOUND`: no event with that id in this environment
+ */
+#define COINORDER_ERROR_EVENT_NOT_FOUND 14
+
+/**
  * What a call returns: `COINORDER_OK` (0) or why it failed. Retired values are never reused.
  *
  * A bad argument (NULL, not UTF-8, not JSON, or JSON that is not an object where one is

@@ -1,4 +1,7 @@
-//! Webhook delivery from the event outbox (DESIGN §7), per the Standard Webhooks spec.
+//! Webhook delivery from the event outbox (DESIGN §7), per the Standard Webhooks spec,
+//! and what both senders share: [`Outbox`], the lease length, how an attempt ended
+//! ([`Outcome`]) and the retry schedule that settles it ([`Service::settle_attempt`]).
+//! The e-mail sender (`mail.rs`) goes through the same claim and finish.
 //!
 //! [`Service::deliver_due`] leases due events (so two workers or processes never send
 //! the same attempt at once, and a worker that dies leaves its lease to run out), sends
@@ -18,7 +21,7 @@ use serde::Serialize;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::payments::Event;
 use crate::service::Service;
@@ -51,7 +54,7 @@ pub enum DeliveryState {
 
 impl DeliveryState {
     /// `pending`, `delivered`, `failed` or `no_target`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             DeliveryState::Pending => "pending",
             DeliveryState::Delivered => "delivered",
@@ -126,15 +129,85 @@ pub struct DeliveryReport {
     pub no_target: usize,
 }
 
-/// How one attempt ended.
-enum Outcome {
-    Delivered,
-    Retry { error: String, retry_after: Option<Duration> },
-    GiveUp(String),
+impl DeliveryReport {
+    fn count(&mut self, settled: &Settled) {
+        match settled {
+            Settled::Done => self.delivered += 1,
+            Settled::Retry { .. } => self.retrying += 1,
+            Settled::Failed(_) => self.failed += 1,
+            Settled::NoTarget => self.no_target += 1,
+        }
+    }
 }
 
-/// What one attempt produced: its outcome (`None`: no target) and its log entry.
-type Attempted = (Option<Outcome>, Option<WebhookAttempt>);
+/// The two outboxes: the storage layer keeps each in its own table, and one engine
+/// (claim, finish, requeue) works on both. It is declared here rather than beside that
+/// engine because the storage module exports only what `storage/mod.rs` re-exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outbox {
+    /// Webhooks on the event outbox, leased a wave at a time.
+    Webhooks,
+    /// Payment-link e-mails, leased one at a time.
+    Emails,
+}
+
+impl Outbox {
+    /// How long a lease taken now must last, in milliseconds: as many timeouts as the
+    /// sends it covers can take one after another, plus 30 s of margin for the work
+    /// around them. A lease that ran out while its message still waits in this process
+    /// would let another deliverer send it too.
+    pub(crate) fn lease_ms(self, timeout: Duration) -> i64 {
+        let timeouts = match self {
+            // A sender works through its WAVE_ROUNDS events of the wave one by one.
+            Outbox::Webhooks => WAVE_ROUNDS as i64,
+            // An SMTP exchange is several round trips (connect, greeting, EHLO, STARTTLS,
+            // AUTH, MAIL, RCPT, DATA), each with its own timeout.
+            Outbox::Emails => 10,
+        };
+        let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 64);
+        timeout_ms.saturating_mul(timeouts).saturating_add(30_000)
+    }
+}
+
+/// How one attempt to send a webhook or an e-mail ended.
+pub(crate) enum Outcome {
+    /// A 2xx came back; the SMTP server accepted the e-mail.
+    Sent,
+    /// Failed this time: retried on the schedule, or later if the receiver asked.
+    Retry { error: String, retry_after: Option<Duration> },
+    /// Not to be tried again.
+    GiveUp(String),
+    /// Nowhere to send it (webhooks only).
+    NoTarget,
+}
+
+/// Where a message stands after an attempt, the retry schedule applied: what its
+/// outbox records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// It went out.
+    Done,
+    /// Due again at `at`.
+    Retry { at: Timestamp, error: String },
+    /// Given up for good.
+    Failed(String),
+    /// Waits, with no URL, for a redelivery (webhooks only).
+    NoTarget,
+}
+
+impl Settled {
+    /// The error recorded with it.
+    pub(crate) fn error(&self) -> Option<&str> {
+        match self {
+            Settled::Done => None,
+            Settled::Retry { error, .. } | Settled::Failed(error) => Some(error),
+            Settled::NoTarget => Some("no webhook URL on the order or its key"),
+        }
+    }
+}
+
+/// What one attempt produced: its outcome and, when a request was made, its log entry.
+type Attempted = (Outcome, Option<WebhookAttempt>);
 
 /// Sending rounds per leased wave: each wave holds this many events per sender.
 pub const WAVE_ROUNDS: usize = 8;
@@ -184,11 +257,11 @@ impl Service {
     fn deliver_wave(&self, size: usize) -> Result<DeliveryReport> {
         let now = self.now();
         let token = keys::random_base62(24);
-        let timeout_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 64);
-        let lease_ms = timeout_ms.saturating_mul(WAVE_ROUNDS as i64).saturating_add(30_000);
-        let claimed = self
-            .store
-            .write(|db| db.claim_due_events(self.environment(), now, now.plus_ms(lease_ms), &token, size as i64))?;
+        let lease_until = now.plus_ms(Outbox::Webhooks.lease_ms(self.config().webhook_timeout));
+        let claimed = self.store.write(|db| {
+            let ids = db.claim_due(Outbox::Webhooks, self.environment(), now, lease_until, &token, size as i64)?;
+            ids.iter().map(|id| db.claimed_event(id)).collect::<Result<Vec<_>>>()
+        })?;
         let mut jobs = Vec::with_capacity(claimed.len());
         for claimed in claimed {
             // One event whose target cannot be worked out (its sealed secret unreadable, a
@@ -197,6 +270,10 @@ impl Service {
             jobs.push(Job { claimed, target });
         }
 
+        // The requests go out here, outside any transaction: the lease taken above keeps
+        // every other deliverer off these events until `lease_until`, which outlasts the
+        // wave, and the outcomes below are written only where this wave's token still
+        // holds the lease.
         let slots: Vec<Mutex<Option<Attempted>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let senders = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
@@ -213,49 +290,60 @@ impl Service {
                 });
             }
         });
-        let results: Vec<Attempted> = slots
-            .into_iter()
-            .map(|slot| {
-                slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| {
-                    (Some(Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }), None)
-                })
+        let finished: Vec<(AttemptResult<'_>, Option<WebhookAttempt>)> = jobs
+            .iter()
+            .zip(slots)
+            .map(|(job, slot)| {
+                let (outcome, log) = slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| {
+                    (Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }, None)
+                });
+                (
+                    self.settle_attempt(Outbox::Webhooks, &job.claimed.event_id, &token, job.claimed.attempt, outcome),
+                    log,
+                )
             })
             .collect();
 
-        let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
+        // Everything is settled (times read, jitter drawn) before the write, and counted
+        // after it: `Store::write` may run this closure more than once.
         self.store.write(|db| {
-            for (job, (outcome, log)) in jobs.iter().zip(&results) {
-                let finished = self.now();
-                let (state, next_attempt_at, error) = match outcome {
-                    None => (DeliveryState::NoTarget, finished, Some("no webhook URL on the order or its key".into())),
-                    Some(Outcome::Delivered) => (DeliveryState::Delivered, finished, None),
-                    Some(Outcome::GiveUp(error)) => (DeliveryState::Failed, finished, Some(error.clone())),
-                    Some(Outcome::Retry { error, retry_after }) => {
-                        match self.retry_delay(job.claimed.attempt, *retry_after) {
-                            Some(delay) => (DeliveryState::Pending, finished.plus_ms(delay), Some(error.clone())),
-                            None => (DeliveryState::Failed, finished, Some(format!("gave up: {error}"))),
-                        }
-                    }
-                };
-                match state {
-                    DeliveryState::Delivered => report.delivered += 1,
-                    DeliveryState::Pending => report.retrying += 1,
-                    DeliveryState::Failed => report.failed += 1,
-                    DeliveryState::NoTarget => report.no_target += 1,
+            for (result, log) in &finished {
+                db.finish_attempt(result)?;
+                if let Some(log) = log {
+                    db.log_webhook_attempt(result.id, log)?;
                 }
-                db.finish_event_attempt(&AttemptResult {
-                    event_id: &job.claimed.event_id,
-                    lease_token: &token,
-                    state,
-                    next_attempt_at,
-                    finished_at: finished,
-                    last_error: error.as_deref(),
-                    log: log.as_ref(),
-                })?;
             }
             Ok(())
         })?;
+        let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
+        for (result, _) in &finished {
+            report.count(&result.settled);
+        }
         Ok(report)
+    }
+
+    /// Applies the retry schedule to how an attempt at message `id` (number `attempt` of
+    /// its schedule) ended, now: what its outbox is to record. Both outboxes follow the
+    /// schedule of [`crate::Config::retry_schedule`].
+    pub(crate) fn settle_attempt<'a>(
+        &self,
+        outbox: Outbox,
+        id: &'a str,
+        lease_token: &'a str,
+        attempt: i64,
+        outcome: Outcome,
+    ) -> AttemptResult<'a> {
+        let finished_at = self.now();
+        let settled = match outcome {
+            Outcome::Sent => Settled::Done,
+            Outcome::GiveUp(error) => Settled::Failed(error),
+            Outcome::NoTarget => Settled::NoTarget,
+            Outcome::Retry { error, retry_after } => match self.retry_delay(attempt, retry_after) {
+                Some(delay) => Settled::Retry { at: finished_at.plus_ms(delay), error },
+                None => Settled::Failed(format!("gave up: {error}")),
+            },
+        };
+        AttemptResult { outbox, id, lease_token, settled, finished_at }
     }
 
     /// The order's webhook URL, else its key's (read now, at dispatch), with the key's
@@ -272,13 +360,9 @@ impl Service {
         Ok(Some((url, secret)))
     }
 
-    /// Milliseconds to wait after failed attempt number `attempt` (jittered), or `None`
-    /// when the schedule is exhausted. E-mails follow the same schedule.
-    pub(crate) fn retry_delay_for(&self, attempt: i64) -> Option<i64> {
-        self.retry_delay(attempt, None)
-    }
-
-    /// Like [`Service::retry_delay_for`], but a longer `Retry-After` the endpoint sent wins.
+    /// Milliseconds to wait after failed attempt number `attempt` (jittered, unless a
+    /// longer `Retry-After` the endpoint sent wins), or `None` when the schedule is
+    /// exhausted.
     fn retry_delay(&self, attempt: i64, retry_after: Option<Duration>) -> Option<i64> {
         let schedule = &self.config().retry_schedule;
         let base = *schedule.get(usize::try_from(attempt - 1).ok()?)?;
@@ -292,12 +376,12 @@ impl Service {
         i64::try_from(delay.as_millis()).ok()
     }
 
-    /// Sends one webhook. Returns `None` for an event with no target.
-    fn attempt(&self, job: &Job) -> (Option<Outcome>, Option<WebhookAttempt>) {
+    /// Sends one webhook.
+    fn attempt(&self, job: &Job) -> Attempted {
         let (url, secret) = match &job.target {
             Ok(Some(target)) => target,
-            Ok(None) => return (None, None),
-            Err(error) => return (Some(Outcome::Retry { error: error.clone(), retry_after: None }), None),
+            Ok(None) => return (Outcome::NoTarget, None),
+            Err(error) => return (Outcome::Retry { error: error.clone(), retry_after: None }, None),
         };
         let started_at = self.now();
         let started = Instant::now();
@@ -315,7 +399,7 @@ impl Service {
         if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
             log.error = Some(error.clone());
         }
-        (Some(outcome), Some(log))
+        (outcome, Some(log))
     }
 
     fn send(
@@ -361,7 +445,7 @@ impl Service {
         excerpt.truncate(RESPONSE_EXCERPT_BYTES);
         log.response_excerpt = Some(String::from_utf8_lossy(&excerpt).into_owned());
         match status {
-            200..=299 => Outcome::Delivered,
+            200..=299 => Outcome::Sent,
             410 => Outcome::GiveUp("410 Gone: the endpoint asked to stop".into()),
             300..=399 => Outcome::Retry { error: format!("{status}: redirects are not followed"), retry_after: None },
             429 | 503 => Outcome::Retry { error: format!("HTTP {status}"), retry_after },
@@ -405,10 +489,10 @@ impl Service {
     pub fn redeliver(&self, event_id: &str) -> Result<()> {
         self.event(event_id)?;
         let now = self.now();
-        if self.store.write(|db| db.requeue_event(event_id, now))? {
+        if self.store.write(|db| db.requeue(Outbox::Webhooks, event_id, now))? {
             Ok(())
         } else {
-            Err(Error::invalid("event_id", format!("no event {event_id:?}")))
+            Err(Error::new(ErrorKind::EventNotFound(event_id.to_string())))
         }
     }
 }

@@ -81,6 +81,9 @@ pub enum ErrorKind {
     /// No API key with that id exists.
     #[error("api key {0:?} not found")]
     KeyNotFound(String),
+    /// No event with that id exists in this environment (spec-style `EVENT_NOT_FOUND`).
+    #[error("event_id: no event {0:?}")]
+    EventNotFound(String),
     /// The path or method is not part of the API (HTTP 404).
     #[error("Page or action not found")]
     NotFound,
@@ -101,6 +104,19 @@ pub enum ErrorKind {
     /// A received webhook failed signature verification ([`crate::signature::verify`]).
     #[error("webhook signature: {0}")]
     Signature(#[from] crate::signature::VerifyError),
+    /// A value read from the database is not one this library knows (an environment,
+    /// status, state, event type or amount it cannot decode): the file was changed by
+    /// hand, by another tool or by a newer library that did not bump the schema version.
+    /// Reported rather than guessed, because a guess (say, reading an unknown environment
+    /// as sandbox) would act on someone else's data. A 500 whose text is not shown to
+    /// clients: it names tables and stored values.
+    #[error("stored data could not be read: {0}")]
+    Corrupt(String),
+    /// A callback the host supplied (an [`AddressSource`](crate::AddressSource) or
+    /// [`RateSource`](crate::RateSource)) failed. A 500 whose text is not shown to
+    /// clients: it is whatever the host's wallet or price feed said.
+    #[error("host callback failed: {0}")]
+    HostCallback(String),
     /// A bug inside coinorder (for example a panic caught at a binding's boundary).
     #[error("internal error: {0}")]
     Internal(String),
@@ -141,6 +157,7 @@ impl Error {
             ErrorKind::OrderNotFound => ErrorCode::OrderNotValid,
             ErrorKind::DuplicateOrder(_) => ErrorCode::OrderDuplicate,
             ErrorKind::KeyNotFound(_) => ErrorCode::KeyNotFound,
+            ErrorKind::EventNotFound(_) => ErrorCode::EventNotFound,
             ErrorKind::InvalidTransition { .. } | ErrorKind::PaymentSettled { .. } => ErrorCode::OrderStateInvalid,
             ErrorKind::PaymentNotFound(_) => ErrorCode::PaymentNotFound,
             ErrorKind::Signature(_) => ErrorCode::SignatureInvalid,
@@ -152,6 +169,8 @@ impl Error {
             ErrorKind::SchemaTooNew { .. }
             | ErrorKind::Config(_)
             | ErrorKind::Storage(_)
+            | ErrorKind::Corrupt(_)
+            | ErrorKind::HostCallback(_)
             | ErrorKind::Internal(_)
             | ErrorKind::SecretStore(_) => ErrorCode::InternalServerError,
         }
@@ -252,11 +271,14 @@ pub enum ErrorCode {
     /// the busy timeout; nothing was done and the request may be sent again after the
     /// `Retry-After` seconds (503). coinorder's own code, like `SIGNATURE_INVALID`.
     ServiceUnavailable = 13,
+    /// `EVENT_NOT_FOUND`: no event with that id in this environment (coinorder's own code,
+    /// like `SIGNATURE_INVALID`: only the host's event calls return it) (400).
+    EventNotFound = 14,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::ParametersMissing,
         ErrorCode::ApiLimitExceeded,
         ErrorCode::AuthenticationFailed,
@@ -270,6 +292,7 @@ impl ErrorCode {
         ErrorCode::InternalServerError,
         ErrorCode::SignatureInvalid,
         ErrorCode::ServiceUnavailable,
+        ErrorCode::EventNotFound,
     ];
 
     /// The spec's `error_code` string (DESIGN §5).
@@ -288,6 +311,7 @@ impl ErrorCode {
             ErrorCode::InternalServerError => "InternalServerError",
             ErrorCode::SignatureInvalid => "SIGNATURE_INVALID",
             ErrorCode::ServiceUnavailable => "ServiceUnavailable",
+            ErrorCode::EventNotFound => "EVENT_NOT_FOUND",
         }
     }
 
@@ -370,7 +394,7 @@ mod tests {
     fn every_code_has_a_distinct_number_string_and_consistent_status() {
         let mut numbers: Vec<u32> = ErrorCode::ALL.iter().map(|c| c.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, (1..=13).collect::<Vec<u32>>());
+        assert_eq!(numbers, (1..=14).collect::<Vec<u32>>());
         let mut strings: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
         strings.sort_unstable();
         strings.dedup();
@@ -407,5 +431,20 @@ mod tests {
         assert_eq!((key.http_status(), key.error_code()), (400, "KEY_NOT_FOUND"));
         assert_eq!(Error::new(ErrorKind::PaymentNotFound("tx".into())).http_status(), 400);
         assert_eq!(Error::new(ErrorKind::Unauthorized).http_status(), 401);
+        let event = Error::new(ErrorKind::EventNotFound("msg_x".into()));
+        assert_eq!((event.http_status(), event.error_code(), event.code().number()), (400, "EVENT_NOT_FOUND", 14));
+        assert_eq!(event.public_message(), "event_id: no event \"msg_x\"");
+    }
+
+    #[test]
+    fn unreadable_data_and_host_callback_failures_are_500s_that_hide_their_detail() {
+        let corrupt = Error::new(ErrorKind::Corrupt("orders.environment: unknown value \"staging\"".into()));
+        assert_eq!((corrupt.code(), corrupt.http_status()), (ErrorCode::InternalServerError, 500));
+        assert!(corrupt.to_string().starts_with("stored data could not be read: "), "{corrupt}");
+        assert_eq!(corrupt.public_message(), "Server error");
+        assert_eq!(corrupt.code().retry_after_secs(), None);
+        let callback = Error::new(ErrorKind::HostCallback("wallet offline".into()));
+        assert_eq!((callback.code(), callback.http_status()), (ErrorCode::InternalServerError, 500));
+        assert_eq!(callback.public_message(), "Server error");
     }
 }

@@ -8,6 +8,7 @@ use lettre::message::{Mailbox, MultiPart};
 use lettre::{Message, SmtpTransport, Transport};
 use serde::Serialize;
 
+use crate::delivery::{Outbox, Outcome, Settled};
 use crate::error::Result;
 use crate::keys;
 use crate::money::to_json_number;
@@ -29,7 +30,7 @@ pub enum EmailState {
 
 impl EmailState {
     /// `pending`, `sent` or `failed`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             EmailState::Pending => "pending",
             EmailState::Sent => "sent",
@@ -88,6 +89,16 @@ pub struct EmailReport {
     pub retrying: usize,
     /// Given up.
     pub failed: usize,
+}
+
+impl EmailReport {
+    fn count(&mut self, settled: &Settled) {
+        match settled {
+            Settled::Done => self.sent += 1,
+            Settled::Retry { .. } => self.retrying += 1,
+            Settled::Failed(_) | Settled::NoTarget => self.failed += 1,
+        }
+    }
 }
 
 fn escape_html(text: &str) -> String {
@@ -152,18 +163,17 @@ impl Service {
     pub(crate) fn send_due_emails_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<EmailReport> {
         let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
         let token = keys::random_base62(24);
-        let timeout_ms = i64::try_from(self.config().webhook_timeout.as_millis()).unwrap_or(i64::MAX / 64);
-        let lease_ms = timeout_ms.saturating_mul(EMAIL_LEASE_TIMEOUTS).saturating_add(30_000);
+        let lease_ms = Outbox::Emails.lease_ms(self.config().webhook_timeout);
         let transport = SmtpTransport::from_url(&smtp.url)
             .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
             .map_err(|e| e.to_string());
         let mut report = EmailReport::default();
         while report.attempted < limit && !stopped() {
             let now = self.now();
-            let Some(email) = self
-                .store
-                .write(|db| db.claim_due_emails(self.environment(), now, now.plus_ms(lease_ms), &token, 1))?
-                .pop()
+            let Some(email) = self.store.write(|db| {
+                let ids = db.claim_due(Outbox::Emails, self.environment(), now, now.plus_ms(lease_ms), &token, 1)?;
+                ids.first().map(|id| db.email(id)).transpose()
+            })?
             else {
                 break;
             };
@@ -171,45 +181,23 @@ impl Service {
             // A payment link for an order that is already paid, cancelled or expired would
             // only ask the customer to pay again: it is dropped, not sent.
             let status = self.order(&email.order_id)?.order.status;
-            let result = match &transport {
-                _ if status.is_terminal() => Err(Dropped(format!("not sent: the order is {status}"))),
-                Ok(transport) => send_one(transport, &smtp.from, &email).map_err(Retryable),
-                Err(e) => Err(Retryable(format!("bad SMTP configuration: {e}"))),
-            };
-            let finished = self.now();
-            let (state, next, error) = match result {
-                Ok(()) => (EmailState::Sent, finished, None),
-                Err(Dropped(reason)) => (EmailState::Failed, finished, Some(reason)),
-                Err(Retryable(error)) => match self.retry_delay_for(email.attempts) {
-                    Some(delay) => (EmailState::Pending, finished.plus_ms(delay), Some(error)),
-                    None => (EmailState::Failed, finished, Some(format!("gave up: {error}"))),
+            // SMTP is spoken here, outside any transaction: the lease just taken keeps
+            // every other sender off this e-mail for longer than the exchange can take.
+            let outcome = match &transport {
+                _ if status.is_terminal() => Outcome::GiveUp(format!("not sent: the order is {status}")),
+                Ok(transport) => match send_one(transport, &smtp.from, &email) {
+                    Ok(()) => Outcome::Sent,
+                    Err(error) => Outcome::Retry { error, retry_after: None },
                 },
+                Err(e) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
             };
-            match state {
-                EmailState::Sent => report.sent += 1,
-                EmailState::Pending => report.retrying += 1,
-                EmailState::Failed => report.failed += 1,
-            }
-            self.store.write(|db| {
-                db.finish_email_attempt(&email.email_id, &token, state, next, finished, error.as_deref())
-            })?;
+            let result = self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome);
+            self.store.write(|db| db.finish_attempt(&result))?;
+            report.count(&result.settled);
         }
         Ok(report)
     }
 }
-
-/// How many timeouts one e-mail's lease allows: an SMTP exchange is several round
-/// trips (connect, greeting, EHLO, STARTTLS, AUTH, MAIL, RCPT, DATA), each with its own timeout.
-const EMAIL_LEASE_TIMEOUTS: i64 = 10;
-
-/// Why an e-mail was not sent.
-enum NotSent {
-    /// A failure worth retrying (SMTP down, refused, misconfigured).
-    Retryable(String),
-    /// Not to be sent at all.
-    Dropped(String),
-}
-use NotSent::{Dropped, Retryable};
 
 fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
     let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;

@@ -269,7 +269,7 @@ impl Service {
         self.store
             .read(|db| db.event_by_id(event_id))?
             .filter(|event| event.environment == self.environment())
-            .ok_or_else(|| Error::invalid("event_id", format!("no event {event_id:?}")))
+            .ok_or_else(|| Error::new(ErrorKind::EventNotFound(event_id.to_string())))
     }
 
     /// Every payment recorded for an order, oldest first.
@@ -309,7 +309,7 @@ impl Service {
         previous: OrderStatus,
         now: Timestamp,
     ) -> Result<Event> {
-        let sequence = db.next_event_sequence(&current.order.order_id)?;
+        let sequence = db.take_event_sequence(&current.order.order_id)?;
         let payload = render::event_payload(event_type, now, current, sequence, previous).to_string();
         let event = Event {
             event_id: format!("msg_{}", keys::random_base62(24)),

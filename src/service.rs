@@ -432,7 +432,7 @@ impl Service {
     /// Rebuilds the result of an earlier identical Create Order from its stored response.
     fn replay(&self, merchant: &Merchant, response_body: String) -> Result<CreatedOrder> {
         let stored: serde_json::Value = serde_json::from_str(&response_body)
-            .map_err(|e| Error::new(ErrorKind::Config(format!("stored create response unreadable: {e}"))))?;
+            .map_err(|e| Error::new(ErrorKind::Corrupt(format!("stored create response unreadable: {e}"))))?;
         let order_id = stored["data"]["order_id"].as_str().unwrap_or_default().to_string();
         let payment_url = stored["payment_url"].as_str().unwrap_or_default().to_string();
         let order = self.get_order(merchant, &order_id)?;
@@ -451,7 +451,7 @@ impl Service {
         let address = match &self.config.address_source {
             Some(source) => source
                 .deposit_address(order_id, currency, amount)
-                .map_err(|e| Error::new(ErrorKind::Config(format!("address source failed: {e}"))))?,
+                .map_err(|e| Error::new(ErrorKind::HostCallback(format!("address source failed: {e}"))))?,
             None => match addresses::default_address(self.environment(), invoice_id, currency) {
                 Some(address) => DepositAddress { address, payment_uri: None },
                 None => return Ok(DepositAddress { address: String::new(), payment_uri: Some(String::new()) }),

@@ -24,6 +24,7 @@ __all__ = [
     "NotFound",
     "InternalError",
     "ServiceUnavailable",
+    "EventNotFound",
     "WebhookVerificationError",
     "OrderStatus",
 ]
@@ -122,6 +123,13 @@ class InternalError(Error):
 
     error_code = "InternalServerError"
     http_status = 500
+
+
+class EventNotFound(Error):
+    """No event with that id in this environment (``EVENT_NOT_FOUND``, 400)."""
+
+    error_code = "EVENT_NOT_FOUND"
+    http_status = 400
 
 
 class ServiceUnavailable(Error):

@@ -2,7 +2,7 @@
 
 use rusqlite::{named_params, OptionalExtension, Row};
 
-use super::Conn;
+use super::{decode, Conn};
 use crate::config::Environment;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
@@ -20,14 +20,12 @@ const KEY_COLUMNS: &str =
     "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc";
 
 fn key_row(row: &Row<'_>) -> rusqlite::Result<KeyRow> {
-    let environment: String = row.get(2)?;
-    let status: String = row.get(3)?;
     Ok(KeyRow {
         key: ApiKey {
             id: row.get(0)?,
             user_id: row.get(1)?,
-            environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
-            status: KeyStatus::parse(&status).unwrap_or(KeyStatus::Inactive),
+            environment: decode(row, 2, "api_keys.environment", |text| text.parse::<Environment>().ok())?,
+            status: decode(row, 3, "api_keys.status", KeyStatus::parse)?,
             webhook_url: row.get(4)?,
             key_hint: row.get(5)?,
             created_at_ms: Timestamp(row.get(6)?),

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use rusqlite::types::Type;
+use rusqlite::{Connection, ErrorCode, OpenFlags, Row, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result, StorageError};
 
@@ -29,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_payments.sql"),
     include_str!("../../migrations/0003_delivery.sql"),
     include_str!("../../migrations/0004_retired_keys.sql"),
+    include_str!("../../migrations/0005_event_sequence.sql"),
 ];
 
 /// The schema version this library writes.
@@ -199,11 +201,41 @@ fn is_busy(err: &Error) -> bool {
     matches!(err.kind(), ErrorKind::Storage(e) if e.is_busy())
 }
 
+/// How much of an unreadable stored value an error message quotes: enough to recognise
+/// it, not so much that a stray blob floods the log.
+const QUOTED_VALUE_CHARS: usize = 64;
+
+/// A stored value that is not one this library knows; carried through rusqlite's row
+/// mappers (which can only return `rusqlite::Error`) and turned into
+/// [`ErrorKind::Corrupt`] by the `From` conversion below.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UnknownValue(String);
+
+/// Reads the text column `column` and decodes it with `parse`; a value `parse` refuses
+/// is an [`ErrorKind::Corrupt`] error naming `what` (`table.column`), never a default.
+///
+/// One path for every decoder of stored enums and amounts, so that no backend (and no
+/// new column) can quietly read an unknown value as some other one.
+fn decode<T>(row: &Row<'_>, column: usize, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> rusqlite::Result<T> {
+    let text: String = row.get(column)?;
+    parse(&text).ok_or_else(|| {
+        let quoted: String = text.chars().take(QUOTED_VALUE_CHARS).collect();
+        let message = format!("{what}: unknown value {quoted:?}");
+        rusqlite::Error::FromSqlConversionFailure(column, Type::Text, Box::new(UnknownValue(message)))
+    })
+}
+
 /// SQLite's errors become the backend-neutral [`StorageError`], so `rusqlite` stays out
 /// of the public error type. (An implementation detail of the storage module: hidden.)
 #[doc(hidden)]
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
+        if let rusqlite::Error::FromSqlConversionFailure(_, _, source) = &err {
+            if let Some(UnknownValue(message)) = source.downcast_ref::<UnknownValue>() {
+                return Error::new(ErrorKind::Corrupt(message.clone()));
+            }
+        }
         let busy = matches!(
             &err,
             rusqlite::Error::SqliteFailure(e, _) if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
@@ -224,10 +256,13 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         if version == SCHEMA_VERSION {
             return Ok(());
         }
-        let index = usize::try_from(version).unwrap_or(0);
-        if let Some(sql) = MIGRATIONS.get(index) {
-            tx.execute_batch(sql)?;
-        }
+        // A negative version was never written by coinorder: refuse it rather than
+        // replaying the first migration over whatever the file holds.
+        let sql = usize::try_from(version)
+            .ok()
+            .and_then(|index| MIGRATIONS.get(index))
+            .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("user_version: unknown value {version}"))))?;
+        tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
     }
@@ -285,6 +320,16 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
         assert!(events.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_negative_schema_version_is_corrupt() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        Connection::open(&path)?.pragma_update(None, "user_version", -1)?;
+        let err = Store::open(&path, options()).err().map(|e| e.kind().to_string()).unwrap_or_default();
+        assert_eq!(err, "stored data could not be read: user_version: unknown value -1");
         Ok(())
     }
 

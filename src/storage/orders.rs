@@ -1,10 +1,9 @@
 //! SQL for orders and invoices.
 
-use rusqlite::types::Type;
 use rusqlite::{named_params, OptionalExtension, Row};
 use rust_decimal::Decimal;
 
-use super::Conn;
+use super::{decode, Conn};
 use crate::config::Environment;
 use crate::error::Result;
 use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
@@ -29,24 +28,19 @@ const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS
     i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
     i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri";
 
-fn decimal(row: &Row<'_>, column: usize) -> rusqlite::Result<Decimal> {
-    let text: String = row.get(column)?;
-    Decimal::from_str_exact(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e)))
+fn decimal(row: &Row<'_>, column: usize, what: &str) -> rusqlite::Result<Decimal> {
+    decode(row, column, what, |text| Decimal::from_str_exact(text).ok())
 }
 
-fn status(row: &Row<'_>, column: usize) -> rusqlite::Result<OrderStatus> {
-    let text: String = row.get(column)?;
-    OrderStatus::parse(&text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(0, Type::Text, format!("unknown order status {text:?}").into())
-    })
+fn status(row: &Row<'_>, column: usize, what: &str) -> rusqlite::Result<OrderStatus> {
+    decode(row, column, what, OrderStatus::parse)
 }
 
 fn order_row(row: &Row<'_>) -> rusqlite::Result<Order> {
-    let environment: String = row.get(1)?;
     Ok(Order {
         order_id: row.get(0)?,
         user_id: row.get(2)?,
-        environment: if environment == "live" { Environment::Live } else { Environment::Sandbox },
+        environment: decode(row, 1, "orders.environment", |text| text.parse::<Environment>().ok())?,
         key_id: row.get(3)?,
         merchant_order_id: row.get(4)?,
         title: row.get(5)?,
@@ -56,10 +50,10 @@ fn order_row(row: &Row<'_>) -> rusqlite::Result<Order> {
         success_url: row.get(9)?,
         cancel_url: row.get(10)?,
         customer_email: row.get(11)?,
-        amount: decimal(row, 12)?,
+        amount: decimal(row, 12, "orders.amount")?,
         currency: row.get(13)?,
         receive_currency: row.get(14)?,
-        status: status(row, 15)?,
+        status: status(row, 15, "orders.status")?,
         created_at: Timestamp(row.get(16)?),
         updated_at: Timestamp(row.get(17)?),
         deleted: row.get::<_, i64>(18)? != 0,
@@ -73,11 +67,11 @@ fn order_with_invoice_row(row: &Row<'_>) -> rusqlite::Result<OrderWithInvoice> {
         invoice_id: row.get(ORDER_COLUMN_COUNT)?,
         order_id: order.order_id.clone(),
         merchant_order_id: order.merchant_order_id.clone(),
-        amount: decimal(row, ORDER_COLUMN_COUNT + 1)?,
+        amount: decimal(row, ORDER_COLUMN_COUNT + 1, "invoices.amount")?,
         currency: row.get(ORDER_COLUMN_COUNT + 2)?,
-        rate: decimal(row, ORDER_COLUMN_COUNT + 3)?,
-        status: status(row, ORDER_COLUMN_COUNT + 4)?,
-        receive_amount: decimal(row, ORDER_COLUMN_COUNT + 5)?,
+        rate: decimal(row, ORDER_COLUMN_COUNT + 3, "invoices.rate")?,
+        status: status(row, ORDER_COLUMN_COUNT + 4, "invoices.status")?,
+        receive_amount: decimal(row, ORDER_COLUMN_COUNT + 5, "invoices.receive_amount")?,
         receive_currency: row.get(ORDER_COLUMN_COUNT + 6)?,
         created_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 7)?),
         expired_at: Timestamp(row.get(ORDER_COLUMN_COUNT + 8)?),
@@ -293,5 +287,37 @@ impl Conn<'_> {
             )?,
         };
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::{Error, ErrorKind};
+    use crate::storage::{Store, StoreOptions};
+
+    // Every order query of the crate names the environment it wants, so no public call
+    // reaches an order of an unknown one; this reads it without that filter to check the
+    // decoder itself refuses it rather than taking it for sandbox.
+    #[test]
+    fn an_unknown_order_environment_is_corrupt_not_sandbox() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        let store = Store::open(&path, StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) })?;
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.pragma_update(None, "ignore_check_constraints", true)?;
+        conn.execute_batch(
+            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, amount, currency,
+                                 status, request_hash, create_response, created_at, updated_at)
+             VALUES ('00000000-0000-4000-8000-000000000001', 'staging', 7, 'key_x', 'o-1', '19.99', 'USD',
+                     'NEW', x'00', '{}', 1000, 1000);",
+        )?;
+        let sql = format!("SELECT {ORDER_COLUMNS} FROM orders o");
+        let read = store.read(|c| Ok(c.0.query_row(&sql, [], order_row)?));
+        let err = read.err().map(|e| e.kind().to_string()).unwrap_or_default();
+        assert_eq!(err, "stored data could not be read: orders.environment: unknown value \"staging\"");
+        Ok(())
     }
 }

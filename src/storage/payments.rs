@@ -1,42 +1,34 @@
 //! SQL for payments, the event outbox and host-set rates.
 
-use rusqlite::types::Type;
 use rusqlite::{named_params, OptionalExtension, Row};
 use rust_decimal::Decimal;
 
-use super::Conn;
+use super::{decode, Conn};
 use crate::config::Environment;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::lifecycle::EventType;
 use crate::orders::OrderStatus;
 use crate::payments::{Event, Payment, PaymentState, Rate};
 use crate::time::Timestamp;
 
-fn conversion_error(message: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(0, Type::Text, message.into())
+fn decimal(row: &Row<'_>, column: usize, what: &str) -> rusqlite::Result<Decimal> {
+    decode(row, column, what, |text| Decimal::from_str_exact(text).ok())
 }
 
-fn decimal(row: &Row<'_>, column: usize) -> rusqlite::Result<Decimal> {
-    let text: String = row.get(column)?;
-    Decimal::from_str_exact(&text).map_err(|e| conversion_error(e.to_string()))
-}
-
-fn environment(row: &Row<'_>, column: usize) -> rusqlite::Result<Environment> {
-    let text: String = row.get(column)?;
-    Ok(if text == "live" { Environment::Live } else { Environment::Sandbox })
+fn environment(row: &Row<'_>, column: usize, what: &str) -> rusqlite::Result<Environment> {
+    decode(row, column, what, |text| text.parse::<Environment>().ok())
 }
 
 // Read by position in payment_row, in this order.
 const PAYMENT_COLUMNS: &str = "txid, order_id, amount, currency, state, counts, seen_at, settled_at";
 
 fn payment_row(row: &Row<'_>) -> rusqlite::Result<Payment> {
-    let state: String = row.get(4)?;
     Ok(Payment {
         txid: row.get(0)?,
         order_id: row.get(1)?,
-        amount: decimal(row, 2)?,
+        amount: decimal(row, 2, "payments.amount")?,
         currency: row.get(3)?,
-        state: PaymentState::parse(&state).ok_or_else(|| conversion_error(format!("payment state {state:?}")))?,
+        state: decode(row, 4, "payments.state", PaymentState::parse)?,
         counts: row.get::<_, i64>(5)? != 0,
         seen_at: Timestamp(row.get(6)?),
         settled_at: row.get::<_, Option<i64>>(7)?.map(Timestamp),
@@ -48,18 +40,14 @@ const EVENT_COLUMNS: &str =
     "event_id, order_id, environment, sequence, type, previous_status, status, payload, created_at";
 
 fn event_row(row: &Row<'_>) -> rusqlite::Result<Event> {
-    let event_type: String = row.get(4)?;
-    let previous: String = row.get(5)?;
-    let status: String = row.get(6)?;
-    let state = |text: &str| OrderStatus::parse(text).ok_or_else(|| conversion_error(format!("status {text:?}")));
     Ok(Event {
         event_id: row.get(0)?,
         order_id: row.get(1)?,
-        environment: environment(row, 2)?,
+        environment: environment(row, 2, "events.environment")?,
         sequence: row.get(3)?,
-        event_type: EventType::parse(&event_type).ok_or_else(|| conversion_error(format!("event {event_type:?}")))?,
-        previous_status: state(&previous)?,
-        status: state(&status)?,
+        event_type: decode(row, 4, "events.type", EventType::parse)?,
+        previous_status: decode(row, 5, "events.previous_status", OrderStatus::parse)?,
+        status: decode(row, 6, "events.status", OrderStatus::parse)?,
         payload: row.get(7)?,
         created_at: Timestamp(row.get(8)?),
     })
@@ -67,10 +55,10 @@ fn event_row(row: &Row<'_>) -> rusqlite::Result<Event> {
 
 fn rate_row(row: &Row<'_>) -> rusqlite::Result<Rate> {
     Ok(Rate {
-        environment: environment(row, 0)?,
+        environment: environment(row, 0, "rates.environment")?,
         crypto: row.get(1)?,
         fiat: row.get(2)?,
-        rate: decimal(row, 3)?,
+        rate: decimal(row, 3, "rates.rate")?,
         valid_until: row.get::<_, Option<i64>>(4)?.map(Timestamp),
         updated_at: Timestamp(row.get(5)?),
     })
@@ -133,11 +121,23 @@ impl Conn<'_> {
         Ok(())
     }
 
-    pub(crate) fn next_event_sequence(&self, order_id: &str) -> Result<i64> {
-        Ok(self
-            .0
-            .prepare_cached("SELECT COALESCE(MAX(sequence), 0) + 1 FROM events WHERE order_id = :order_id")?
-            .query_row(named_params! {":order_id": order_id}, |row| row.get(0))?)
+    /// Takes the order's next event number (1, 2, 3...): a write, so call it once per
+    /// event, in the transaction that inserts that event.
+    ///
+    /// A counter on the order row rather than `MAX(sequence) + 1` over its events: with
+    /// several writers two transactions could read the same maximum, while this UPDATE
+    /// makes the second wait for the first's row lock and then see its number.
+    pub(crate) fn take_event_sequence(&self, order_id: &str) -> Result<i64> {
+        self.0
+            .prepare_cached(
+                "UPDATE orders SET last_event_sequence = last_event_sequence + 1 WHERE order_id = :order_id
+                 RETURNING last_event_sequence",
+            )?
+            .query_row(named_params! {":order_id": order_id}, |row| row.get(0))
+            .optional()?
+            // The caller loaded this order earlier in the same transaction, so a missing
+            // row is the database contradicting itself, not a request for an unknown order.
+            .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("orders: no row {order_id:?} to number an event of"))))
     }
 
     pub(crate) fn insert_event(&self, event: &Event) -> Result<()> {

@@ -391,6 +391,7 @@ static void test_status_and_error_number_values(void) {
     CHECK_INT_EQ(COINORDER_ERROR_INTERNAL_SERVER_ERROR, 11);
     CHECK_INT_EQ(COINORDER_ERROR_SIGNATURE_INVALID, 12);
     CHECK_INT_EQ(COINORDER_ERROR_SERVICE_UNAVAILABLE, 13);
+    CHECK_INT_EQ(COINORDER_ERROR_EVENT_NOT_FOUND, 14);
 }
 
 static void test_service_open_failures(void) {

@@ -26,6 +26,7 @@ ERROR_CLASSES: list[tuple[type[coinorder.Error], str, int]] = [
     (coinorder.InternalError, "InternalServerError", 500),
     (coinorder.WebhookVerificationError, "SIGNATURE_INVALID", 400),
     (coinorder.ServiceUnavailable, "ServiceUnavailable", 503),
+    (coinorder.EventNotFound, "EVENT_NOT_FOUND", 400),
 ]
 
 
@@ -42,7 +43,7 @@ def check(error: coinorder.Error, cls: type[coinorder.Error]) -> None:
 
 def test_the_hierarchy() -> None:
     assert issubclass(coinorder.Error, Exception)
-    assert len({cls for cls, _, _ in ERROR_CLASSES}) == 13
+    assert len({cls for cls, _, _ in ERROR_CLASSES}) == 14
     for cls, _, _ in ERROR_CLASSES:
         assert issubclass(cls, coinorder.Error)
         assert cls is not coinorder.Error

@@ -593,6 +593,8 @@ pub mod error_numbers {
     /// `ServiceUnavailable`: the database stayed locked past the busy timeout; nothing
     /// was done, try again later
     pub const COINORDER_ERROR_SERVICE_UNAVAILABLE: u32 = 13;
+    /// `EVENT_NOT_FOUND`: no event with that id in this environment
+    pub const COINORDER_ERROR_EVENT_NOT_FOUND: u32 = 14;
 }
 
 const _: () = {
@@ -611,7 +613,8 @@ const _: () = {
     assert!(COINORDER_ERROR_INTERNAL_SERVER_ERROR == C::InternalServerError as u32);
     assert!(COINORDER_ERROR_SIGNATURE_INVALID == C::SignatureInvalid as u32);
     assert!(COINORDER_ERROR_SERVICE_UNAVAILABLE == C::ServiceUnavailable as u32);
-    assert!(C::ALL.len() == 13);
+    assert!(COINORDER_ERROR_EVENT_NOT_FOUND == C::EventNotFound as u32);
+    assert!(C::ALL.len() == 14);
 };
 
 #[cfg(test)]

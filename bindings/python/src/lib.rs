@@ -35,6 +35,7 @@ fn to_py_err(py: Python<'_>, error: &coinorder::Error) -> PyErr {
         coinorder::ErrorCode::NotFound => "NotFound",
         coinorder::ErrorCode::SignatureInvalid => "WebhookVerificationError",
         coinorder::ErrorCode::ServiceUnavailable => "ServiceUnavailable",
+        coinorder::ErrorCode::EventNotFound => "EventNotFound",
         _ => "InternalError",
     };
     let raised = py
