@@ -1340,6 +1340,12 @@ fn failed_authentications_are_limited_per_client_address() {
     // ...but another client behind the same proxy is not locked out, nor a direct client.
     let neighbour = guess("203.0.113.8", &server.key);
     assert_eq!(neighbour.status, 200, "another address behind the proxy: {}", neighbour.text());
+    // A process on this host that names no forwarded client is not counted at all: its
+    // failures never lock out the other local clients (the probe among them).
+    for _ in 0..25 {
+        let local = server.exchange(&request("GET", "/v1/orders?limit=1", &[("x-api-key", &wrong)], "", true));
+        assert_eq!(local.status, 401, "a local client's failure: {}", local.text());
+    }
     server.assert_probe("after the guesses");
     server.finish(
         "failed authentications",

@@ -438,7 +438,7 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
         path: parts.uri.path_and_query().map_or("/", |target| target.as_str()).to_string(),
         headers,
         body,
-        client: Some(client),
+        client,
     };
     if is_openapi_request(&wire) {
         return Answer::Done(openapi_response());
@@ -502,13 +502,14 @@ fn head_bytes(request: &Request<Incoming>) -> usize {
     line + headers + 2
 }
 
-/// The address failed authentications are counted under: the peer's, except that a
-/// request from a loopback peer (a reverse proxy on the same host, as the README
-/// recommends) counts under the last address its `X-Forwarded-For` names, so that one
-/// client's failures do not lock out everyone behind the proxy.
-fn client_address(peer: IpAddr, headers: &hyper::HeaderMap) -> IpAddr {
+/// The address failed authentications are counted under: the peer's; for a loopback
+/// peer (a reverse proxy on the same host, as the README recommends) the last address
+/// its `X-Forwarded-For` names, so that one client's failures do not lock out everyone
+/// behind the proxy; and none for a loopback peer that names no one (a process on this
+/// very host, which is inside the trust boundary anyway).
+fn client_address(peer: IpAddr, headers: &hyper::HeaderMap) -> Option<IpAddr> {
     if !peer.is_loopback() {
-        return peer;
+        return Some(peer);
     }
     headers
         .get_all("x-forwarded-for")
@@ -517,7 +518,6 @@ fn client_address(peer: IpAddr, headers: &hyper::HeaderMap) -> IpAddr {
         .flat_map(|value| value.split(','))
         .filter_map(|item| item.trim().parse::<IpAddr>().ok())
         .next_back()
-        .unwrap_or(peer)
 }
 
 /// Reads the body, keeping at most what the wire layer needs to see that it is too large
