@@ -180,16 +180,20 @@ impl Service {
             report.attempted += 1;
             // A payment link for an order that is already paid, cancelled or expired would
             // only ask the customer to pay again: it is dropped, not sent.
-            let status = self.order(&email.order_id)?.order.status;
+            // One unreadable order costs its own e-mail a retry, not the whole run.
+            let status = self.order(&email.order_id).map(|order| order.order.status);
             // SMTP is spoken here, outside any transaction: the lease just taken keeps
             // every other sender off this e-mail for longer than the exchange can take.
-            let outcome = match &transport {
-                _ if status.is_terminal() => Outcome::GiveUp(format!("not sent: the order is {status}")),
-                Ok(transport) => match send_one(transport, &smtp.from, &email) {
+            let outcome = match (&transport, status) {
+                (_, Err(error)) => {
+                    Outcome::Retry { error: format!("cannot read the order: {error}"), retry_after: None }
+                }
+                (_, Ok(status)) if status.is_terminal() => Outcome::GiveUp(format!("not sent: the order is {status}")),
+                (Ok(transport), Ok(_)) => match send_one(transport, &smtp.from, &email) {
                     Ok(()) => Outcome::Sent,
                     Err(error) => Outcome::Retry { error, retry_after: None },
                 },
-                Err(e) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
+                (Err(e), Ok(_)) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
             };
             let result = self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome);
             self.store.write(|db| db.finish_attempt(&result))?;

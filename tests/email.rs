@@ -280,3 +280,27 @@ fn a_payment_link_for_an_order_already_paid_is_dropped_not_sent() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(sink.received().is_empty(), "nothing reached SMTP");
 }
+
+#[test]
+fn an_email_whose_order_cannot_be_read_is_retried_without_stopping_the_others() {
+    let mut sink = SmtpSink::start();
+    let h = harness(None);
+    let (broken, _) = create(&h, &order_body("mug-broken"));
+    let (fine, fine_url) = create(&h, &order_body("mug-fine"));
+    // The first order's stored status becomes one this library does not know.
+    let raw = rusqlite::Connection::open(h.db()).expect("open");
+    raw.execute_batch("PRAGMA ignore_check_constraints = ON").expect("pragma");
+    raw.execute("UPDATE orders SET status = 'ARCHIVED' WHERE order_id = ?1", [&broken]).expect("corrupt");
+
+    let mailer = reopen(&h, smtp(sink.url()));
+    let report = mailer.send_due_emails(100).expect("one unreadable order does not end the run");
+    assert_eq!((report.attempted, report.sent, report.retrying), (2, 1, 1), "{report:?}");
+    let received = sink.wait_for(1, WAIT);
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_payment_link_message(&received[0], &fine_url);
+    let email = &h.svc.emails(Some(&broken), 10).expect("emails")[0];
+    assert_eq!((email.state, email.attempts), (EmailState::Pending, 1), "{email:?}");
+    assert!(email.last_error.as_deref().unwrap_or("").contains("cannot read the order"), "{email:?}");
+    assert_eq!(h.svc.emails(Some(&fine), 10).expect("emails")[0].state, EmailState::Sent);
+    sink.stop();
+}
