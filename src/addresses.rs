@@ -6,7 +6,7 @@
 use rust_decimal::{Decimal, RoundingStrategy};
 use sha2::{Digest, Sha256};
 
-use crate::config::Environment;
+use crate::environment::Environment;
 use crate::money::coin_decimals;
 
 /// Where a customer sends the coins for one invoice.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Environment;
+use crate::environment::Environment;
 pub use crate::secrets::SecretString;
 use crate::time::Timestamp;
 

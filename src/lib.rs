@@ -38,6 +38,7 @@
 mod addresses;
 mod config;
 mod delivery;
+mod environment;
 mod error;
 mod keys;
 mod lifecycle;
@@ -62,8 +63,9 @@ mod worker;
 pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
-pub use config::{Clock, Config, Environment, ManualClock, RateLimit, SmtpConfig, SystemClock, MAX_INVOICE_TTL_SECS};
+pub use config::{Clock, Config, ManualClock, RateLimit, SmtpConfig, SystemClock, MAX_INVOICE_TTL_SECS};
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
+pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};

@@ -6,7 +6,8 @@ use std::fmt;
 use rust_decimal::Decimal;
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Environment};
+use crate::config::Config;
+use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::money;
 use crate::time::Timestamp;

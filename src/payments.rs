@@ -9,7 +9,7 @@ use std::fmt;
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
 
-use crate::config::Environment;
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, Merchant};
 use crate::lifecycle::{self, EventType, Trigger};

@@ -5,7 +5,7 @@
 
 use rust_decimal::Decimal;
 
-use crate::config::Environment;
+use crate::environment::Environment;
 
 /// Fake US dollars per coin used by the sandbox. Not market prices.
 const SANDBOX_USD_PER_COIN: &[(&str, i64)] =

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::addresses::{self, DepositAddress};
-use crate::config::{Config, Environment};
+use crate::config::Config;
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
 use crate::mail;

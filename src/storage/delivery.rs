@@ -10,8 +10,8 @@
 use rusqlite::{named_params, Row};
 
 use super::Conn;
-use crate::config::Environment;
 use crate::delivery::{DeliveryState, Outbox, Settled, WebhookAttempt};
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mail::{Email, EmailState};
 use crate::time::Timestamp;

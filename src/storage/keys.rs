@@ -3,7 +3,7 @@
 use rusqlite::{named_params, OptionalExtension, Row};
 
 use super::{decode, Conn};
-use crate::config::Environment;
+use crate::environment::Environment;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
 use crate::time::Timestamp;

@@ -4,7 +4,7 @@ use rusqlite::{named_params, OptionalExtension, Row};
 use rust_decimal::Decimal;
 
 use super::{decode, Conn};
-use crate::config::Environment;
+use crate::environment::Environment;
 use crate::error::Result;
 use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
 use crate::time::Timestamp;

@@ -4,7 +4,7 @@ use rusqlite::{named_params, OptionalExtension, Row};
 use rust_decimal::Decimal;
 
 use super::{decode, Conn};
-use crate::config::Environment;
+use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lifecycle::EventType;
 use crate::orders::OrderStatus;
