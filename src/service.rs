@@ -17,7 +17,7 @@ use crate::orders::{
 use crate::rate_limit::RateLimiter;
 use crate::render;
 use crate::secrets::SecretBox;
-use crate::storage::{KeyRow, Store, StoreOptions};
+use crate::storage::{KeyRow, Store, StoreOptions, StoreTarget};
 use crate::time::Timestamp;
 
 /// How often a key's `last_used_at` is written at most: often enough to tell an unused
@@ -54,26 +54,45 @@ pub(crate) fn canonical_order_id(order_id: &str) -> Result<String> {
 }
 
 impl Service {
-    /// Opens (creating and migrating if needed) the database at `path` and serves
+    /// Opens (creating and migrating if needed) the database at `target` and serves
     /// `config.environment` from it.
     ///
-    /// Webhook signing secrets are encrypted with a key kept in `config.secret_key_path`
-    /// (default: `<path>.key`, created on first use).
-    pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Service> {
+    /// `target` is a SQLite file path, or a PostgreSQL URL (`postgres://user@host/db`,
+    /// `postgresql://...`, with `sslmode` in the URL; cargo feature `postgres`) for several
+    /// processes and hosts on one database (DESIGN §11).
+    ///
+    /// Webhook signing secrets are encrypted with a key kept in `config.secret_key_path`:
+    /// on SQLite by default `<path>.key`, created on first use; on PostgreSQL the file must
+    /// be given and must exist, since every host has to use the same key (create it once
+    /// with `head -c 32 /dev/urandom | base64 > FILE`).
+    pub fn open(target: impl AsRef<Path>, config: Config) -> Result<Service> {
         config.validate()?;
-        let path = path.as_ref();
-        let text = path.to_string_lossy();
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            // Never mistake a server URL for a file name (it would become a directory tree).
-            return Err(Error::new(ErrorKind::Config(
-                "PostgreSQL targets are not supported by this version of coinorder; use a SQLite file path".into(),
-            )));
-        }
+        let target = StoreTarget::parse(target.as_ref());
+        let key_path = match (&target, &config.secret_key_path) {
+            (StoreTarget::Sqlite(path), _) => config.secret_key_path_for(path),
+            (StoreTarget::Postgres(_), None) => {
+                return Err(Error::new(ErrorKind::Config(
+                    "a PostgreSQL database needs the secret key file every host shares: set secret_key_file \
+                     (COINORDER_SECRET_KEY_FILE, --secret-key-file); create it once with \
+                     `head -c 32 /dev/urandom | base64 > FILE`"
+                        .into(),
+                )))
+            }
+            (StoreTarget::Postgres(_), Some(path)) if !path.exists() => {
+                return Err(Error::new(ErrorKind::Config(format!(
+                    "secret key file {} does not exist: with PostgreSQL every host must use the same one, so \
+                     coinorder never creates it; create it once with `head -c 32 /dev/urandom | base64 > {}`",
+                    path.display(),
+                    path.display()
+                ))))
+            }
+            (StoreTarget::Postgres(_), Some(path)) => path.clone(),
+        };
         let store = Store::open(
-            path,
+            &target,
             StoreOptions { synchronous_full: config.synchronous_full, busy_timeout: config.busy_timeout },
         )?;
-        let secrets = SecretBox::open_or_create(&config.secret_key_path_for(path))?;
+        let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
             http: crate::delivery::http_agent(
                 config.webhook_timeout,
@@ -513,12 +532,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_postgres_url_is_refused_clearly_and_creates_nothing() {
+    fn a_postgres_url_without_the_shared_key_file_is_refused_clearly_and_creates_nothing() {
         for target in ["postgres://shop@localhost/shop", "postgresql://shop@localhost/shop"] {
             let err = Service::open(target, Config::new(Environment::Sandbox)).expect_err("refused");
             assert_eq!(err.error_code(), "InternalServerError");
-            assert!(err.to_string().contains("PostgreSQL targets are not supported"), "{err}");
+            assert!(err.to_string().contains("needs the secret key file every host shares"), "{err}");
+            let mut config = Config::new(Environment::Sandbox);
+            config.secret_key_path = Some("no-such-coinorder.key".into());
+            let err = Service::open(target, config).expect_err("refused");
+            assert!(err.to_string().contains("does not exist"), "{err}");
         }
         assert!(!Path::new("postgres:").exists() && !Path::new("postgresql:").exists());
+        assert!(!Path::new("no-such-coinorder.key").exists());
     }
 }

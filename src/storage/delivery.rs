@@ -159,6 +159,7 @@ impl Conn<'_> {
         lease_token: &str,
         limit: i64,
     ) -> Result<Vec<String>> {
+        let c = sqlite_or!(self, pg => pg.claim_due(outbox, environment, now, lease_until, lease_token, limit));
         let Table { name, id, state, pending, sequence, .. } = table(outbox);
         let (in_order, tie_break) = match sequence {
             Some(sequence) => (
@@ -179,7 +180,7 @@ impl Conn<'_> {
              ORDER BY m.next_attempt_at, m.created_at{tie_break} LIMIT :limit",
             lease_expired("m")
         );
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map(
             named_params! {":environment": environment.as_str(), ":now": now.as_millis(), ":limit": limit},
             |row| row.get::<_, String>(0),
@@ -188,7 +189,7 @@ impl Conn<'_> {
         // Selecting and then leasing is one step only because the caller holds SQLite's
         // single write lock; where writers run side by side the SELECT must lock what it
         // picks (PostgreSQL: FOR UPDATE SKIP LOCKED), or two could lease the same message.
-        let mut lease = self.0.prepare_cached(&format!(
+        let mut lease = c.prepare_cached(&format!(
             "UPDATE {name} SET lease_until = :lease_until, lease_token = :token, attempts = attempts + 1
              WHERE {id} = :id"
         ))?;
@@ -206,6 +207,7 @@ impl Conn<'_> {
     /// still holds it (a lease that ran out may have passed to another deliverer, whose
     /// record then stands). Returns whether it did.
     pub(crate) fn finish_attempt(&self, result: &AttemptResult<'_>) -> Result<bool> {
+        let c = sqlite_or!(self, pg => pg.finish_attempt(result));
         let t = table(result.outbox);
         let (state, next, done_at) = match &result.settled {
             Settled::Done => (t.done, result.finished_at, Some(result.finished_at.as_millis())),
@@ -218,8 +220,7 @@ impl Conn<'_> {
                 (no_target, result.finished_at, None)
             }
         };
-        let changed = self
-            .0
+        let changed = c
             .prepare_cached(&format!(
                 "UPDATE {name} SET {state} = :state, next_attempt_at = :next, lease_until = 0, lease_token = NULL,
                         last_error = :error, {done_at} = COALESCE(:done_at, {done_at})
@@ -243,9 +244,9 @@ impl Conn<'_> {
     /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
     /// right now is kept: the attempt in flight finishes before anyone sends it again.
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {
+        let c = sqlite_or!(self, pg => pg.requeue(outbox, essage_id, now));
         let Table { name, id, state, pending, .. } = table(outbox);
-        let changed = self
-            .0
+        let changed = c
             .prepare_cached(&format!(
                 "UPDATE {name} SET {state} = '{pending}', attempts = 0, next_attempt_at = :now WHERE {id} = :id"
             ))?
@@ -256,8 +257,8 @@ impl Conn<'_> {
     /// A claimed event with what sending it needs: its payload and its order's webhook
     /// URL and key.
     pub(crate) fn claimed_event(&self, event_id: &str) -> Result<ClaimedEvent> {
-        let event = self
-            .0
+        let c = sqlite_or!(self, pg => pg.claimed_event(event_id));
+        let event = c
             .prepare_cached(
                 "SELECT e.event_id, e.payload, e.attempts, o.webhook_url, o.key_id
                  FROM events e JOIN orders o ON o.order_id = e.order_id WHERE e.event_id = :event_id",
@@ -276,7 +277,8 @@ impl Conn<'_> {
 
     /// Logs one webhook request (an attempt that found no target made none).
     pub(crate) fn log_webhook_attempt(&self, event_id: &str, log: &WebhookAttempt) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.log_webhook_attempt(event_id, log));
+        c
             .prepare_cached(
                 "INSERT INTO webhook_attempts (event_id, attempt, url, started_at, status, latency_ms,
                                                response_excerpt, error)
@@ -296,7 +298,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn delivery_rows(&self, order_id: &str) -> Result<Vec<DeliveryRow>> {
-        let mut stmt = self.0.prepare_cached(
+        let c = sqlite_or!(self, pg => pg.delivery_rows(order_id));
+        let mut stmt = c.prepare_cached(
             "SELECT event_id, delivery_state, attempts, next_attempt_at, delivered_at, last_error
              FROM events WHERE order_id = :order_id ORDER BY sequence",
         )?;
@@ -314,7 +317,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn attempts_for_event(&self, event_id: &str) -> Result<Vec<WebhookAttempt>> {
-        let mut stmt = self.0.prepare_cached(
+        let c = sqlite_or!(self, pg => pg.attempts_for_event(event_id));
+        let mut stmt = c.prepare_cached(
             "SELECT attempt, url, started_at, status, latency_ms, response_excerpt, error
              FROM webhook_attempts WHERE event_id = :event_id ORDER BY id",
         )?;
@@ -324,7 +328,8 @@ impl Conn<'_> {
 
     /// Orders of `environment` that have events, newest event first.
     pub(crate) fn orders_with_events(&self, environment: Environment, limit: i64) -> Result<Vec<String>> {
-        let mut stmt = self.0.prepare_cached(
+        let c = sqlite_or!(self, pg => pg.orders_with_events(environment, limit));
+        let mut stmt = c.prepare_cached(
             "SELECT order_id FROM events WHERE environment = :environment
              GROUP BY order_id ORDER BY MAX(created_at) DESC LIMIT :limit",
         )?;
@@ -334,7 +339,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn insert_email(&self, environment: Environment, email: &Email) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.insert_email(environment, email));
+        c
             .prepare_cached(
                 "INSERT INTO emails (email_id, order_id, environment, recipient, subject, text_body, html_body,
                                      state, attempts, next_attempt_at, created_at)
@@ -356,20 +362,21 @@ impl Conn<'_> {
 
     /// One e-mail by id (a claimed one: its `attempts` counts the attempt just leased).
     pub(crate) fn email(&self, email_id: &str) -> Result<Email> {
-        let email = self
-            .0
+        let c = sqlite_or!(self, pg => pg.email(email_id));
+        let email = c
             .prepare_cached(&format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE email_id = :email_id"))?
             .query_row(named_params! {":email_id": email_id}, email_row)?;
         Ok(email)
     }
 
     pub(crate) fn emails(&self, environment: Environment, order_id: Option<&str>, limit: i64) -> Result<Vec<Email>> {
+        let c = sqlite_or!(self, pg => pg.emails(environment, order_id, limit));
         let filter = if order_id.is_some() { "AND order_id = :order_id" } else { "" };
         let sql = format!(
             "SELECT {EMAIL_COLUMNS} FROM emails WHERE environment = :environment {filter}
              ORDER BY created_at DESC, email_id DESC LIMIT :limit"
         );
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let env = environment.as_str();
         let rows = match order_id {
             Some(order_id) => {
@@ -387,16 +394,16 @@ mod tests {
 
     use super::*;
     use crate::error::StorageError;
-    use crate::storage::{Store, StoreOptions};
+    use crate::storage::{Store, StoreOptions, StoreTarget};
 
     const NOW: Timestamp = Timestamp(1_000_000);
 
     fn store() -> Result<(tempfile::TempDir, Store)> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let options = StoreOptions { synchronous_full: false, busy_timeout: Duration::from_secs(5) };
-        let store = Store::open(&dir.path().join("t.db"), options)?;
+        let store = Store::open(&StoreTarget::Sqlite(dir.path().join("t.db")), options)?;
         store.write(|db| {
-            db.0.execute(
+            db.sqlite_for_test().execute(
                 "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, amount, currency,
                                      status, request_hash, create_response, created_at, updated_at)
                  VALUES ('o1', 'sandbox', 7, 'key_x', 'm1', '10', 'USD', 'NEW', x'00', '{}', 0, 0)",

@@ -38,8 +38,9 @@ fn key_row(row: &Row<'_>) -> rusqlite::Result<KeyRow> {
 
 impl Conn<'_> {
     pub(crate) fn insert_key(&self, row: &KeyRow) -> Result<()> {
+        let c = sqlite_or!(self, pg => pg.insert_key(row));
         let key = &row.key;
-        self.0
+        c
             .prepare_cached(
                 "INSERT INTO api_keys (id, user_id, environment, key_hash, key_hint, status, webhook_url,
                                        webhook_secret_enc, created_at, last_used_at)
@@ -61,18 +62,21 @@ impl Conn<'_> {
     }
 
     pub(crate) fn key_by_id(&self, id: &str) -> Result<Option<KeyRow>> {
+        let c = sqlite_or!(self, pg => pg.key_by_id(id));
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = :id");
-        Ok(self.0.prepare_cached(&sql)?.query_row(named_params! {":id": id}, key_row).optional()?)
+        Ok(c.prepare_cached(&sql)?.query_row(named_params! {":id": id}, key_row).optional()?)
     }
 
     pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyRow>> {
+        let c = sqlite_or!(self, pg => pg.key_by_hash(key_hash));
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = :key_hash");
-        Ok(self.0.prepare_cached(&sql)?.query_row(named_params! {":key_hash": key_hash}, key_row).optional()?)
+        Ok(c.prepare_cached(&sql)?.query_row(named_params! {":key_hash": key_hash}, key_row).optional()?)
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
+        let c = sqlite_or!(self, pg => pg.all_keys());
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id");
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map([], key_row)?;
         let mut keys = Vec::new();
         for row in rows {
@@ -83,8 +87,8 @@ impl Conn<'_> {
 
     /// Returns false when no key has that id.
     pub(crate) fn set_key_status(&self, id: &str, status: KeyStatus) -> Result<bool> {
-        let changed = self
-            .0
+        let c = sqlite_or!(self, pg => pg.set_key_status(id, status));
+        let changed = c
             .prepare_cached("UPDATE api_keys SET status = :status WHERE id = :id")?
             .execute(named_params! {":status": status.as_str(), ":id": id})?;
         Ok(changed == 1)
@@ -92,8 +96,8 @@ impl Conn<'_> {
 
     /// Returns false when no key has that id.
     pub(crate) fn set_key_webhook_url(&self, id: &str, url: Option<&str>) -> Result<bool> {
-        let changed = self
-            .0
+        let c = sqlite_or!(self, pg => pg.set_key_webhook_url(id, rl));
+        let changed = c
             .prepare_cached("UPDATE api_keys SET webhook_url = :url WHERE id = :id")?
             .execute(named_params! {":url": url, ":id": id})?;
         Ok(changed == 1)
@@ -101,15 +105,16 @@ impl Conn<'_> {
 
     /// Returns false when no key has that id.
     pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
-        let changed = self
-            .0
+        let c = sqlite_or!(self, pg => pg.set_key_webhook_secret(id, sealed));
+        let changed = c
             .prepare_cached("UPDATE api_keys SET webhook_secret_enc = :sealed WHERE id = :id")?
             .execute(named_params! {":sealed": sealed, ":id": id})?;
         Ok(changed == 1)
     }
 
     pub(crate) fn touch_key(&self, id: &str, now: Timestamp) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.touch_key(id, now));
+        c
             .prepare_cached("UPDATE api_keys SET last_used_at = :now WHERE id = :id")?
             .execute(named_params! {":now": now.as_millis(), ":id": id})?;
         Ok(())
@@ -118,21 +123,22 @@ impl Conn<'_> {
     /// Deletes the key, keeping only what signing its orders' pending webhooks needs.
     /// Returns false when no key has that id.
     pub(crate) fn delete_key(&self, id: &str, now: Timestamp) -> Result<bool> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.delete_key(id, now));
+        c
             .prepare_cached(
                 "INSERT INTO retired_keys (id, user_id, environment, webhook_url, webhook_secret_enc, retired_at)
                  SELECT id, user_id, environment, webhook_url, webhook_secret_enc, :now FROM api_keys WHERE id = :id",
             )?
             .execute(named_params! {":id": id, ":now": now.as_millis()})?;
         let changed =
-            self.0.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
+            c.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
         Ok(changed == 1)
     }
 
     /// The webhook URL and sealed signing secret of a live or deleted key.
     pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
-        Ok(self
-            .0
+        let c = sqlite_or!(self, pg => pg.signing_key(id));
+        Ok(c
             .prepare_cached(
                 "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
                  UNION ALL

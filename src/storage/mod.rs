@@ -1,16 +1,35 @@
 //! Storage: every line of SQL in the crate lives under this module.
 //!
 //! The rest of the crate sees only [`Store`] and the typed methods of [`Conn`]; business
-//! rules never write SQL, so another backend can take SQLite's place behind the same
-//! methods. SQLite runs in WAL mode: one writer connection (behind a mutex, writes take
-//! the lock up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so
-//! reads never queue behind a slow write. Other processes may use the same file; their
-//! writes wait on `busy_timeout`, and a busy write is retried rather than reported.
+//! rules never write SQL. Two backends sit behind the same methods, chosen by the target
+//! ([`StoreTarget`]): a SQLite file (this module and `orders.rs`, `keys.rs`,
+//! `payments.rs`, `delivery.rs`, which hold the SQLite statements and, at the top of
+//! each method, the hand-over to the PostgreSQL twin in `postgres/`), and PostgreSQL
+//! (`postgres/`, feature `postgres`).
+//!
+//! SQLite runs in WAL mode: one writer connection (behind a mutex, writes take the lock
+//! up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so reads never
+//! queue behind a slow write. Other processes may use the same file; their writes wait on
+//! `busy_timeout`, and a busy write is retried rather than reported.
+
+/// The SQLite connection behind `conn`; on PostgreSQL, returns from the calling method
+/// with `$call`, its twin in `postgres/` (same name, same arguments).
+macro_rules! sqlite_or {
+    ($conn:expr, $pg:ident => $call:expr) => {
+        match $conn {
+            Conn::Sqlite(connection) => *connection,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres($pg) => return $call,
+        }
+    };
+}
 
 mod delivery;
 mod keys;
 mod orders;
 mod payments;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -24,13 +43,101 @@ use crate::error::{Error, ErrorKind, Result, StorageError};
 pub(crate) use delivery::{AttemptResult, ClaimedEvent};
 pub(crate) use keys::KeyRow;
 
+
+/// Where the data lives: DESIGN §11 picks the backend from the target string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreTarget {
+    /// A SQLite database file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL server (`postgres://` or `postgresql://` URL).
+    Postgres(String),
+}
+
+impl StoreTarget {
+    /// `postgres://...` and `postgresql://...` name a server; anything else is a file path.
+    pub(crate) fn parse(target: &Path) -> StoreTarget {
+        let text = target.to_string_lossy();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            StoreTarget::Postgres(text.into_owned())
+        } else {
+            StoreTarget::Sqlite(target.to_path_buf())
+        }
+    }
+}
+
+/// The database, on either backend.
+#[derive(Debug)]
+pub(crate) enum Store {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL server.
+    #[cfg(feature = "postgres")]
+    Postgres(postgres::PgStore),
+}
+
+/// A connection (or an open transaction) with the crate's typed queries on it.
+pub(crate) enum Conn<'a> {
+    /// A SQLite connection or transaction.
+    Sqlite(&'a Connection),
+    /// A PostgreSQL transaction.
+    #[cfg(feature = "postgres")]
+    Postgres(&'a postgres::PgConn),
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the database at `target`.
+    pub(crate) fn open(target: &StoreTarget, options: StoreOptions) -> Result<Store> {
+        match target {
+            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(SqliteStore::open(path, options)?)),
+            #[cfg(feature = "postgres")]
+            StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),
+            #[cfg(not(feature = "postgres"))]
+            StoreTarget::Postgres(_) => Err(Error::new(ErrorKind::Config(
+                "this build of coinorder has no PostgreSQL support (cargo feature `postgres`); \
+                 use a SQLite file path"
+                    .into(),
+            ))),
+        }
+    }
+
+    /// Runs `work` in one write transaction: all of it commits, or none of it. `work` may
+    /// run more than once (a busy SQLite file, a PostgreSQL serialization failure), so it
+    /// must do nothing but database work: count and report after this returns.
+    pub(crate) fn write<T>(&self, work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(store) => store.write(work),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.write(work),
+        }
+    }
+
+    /// Runs `work` in one write transaction if that can start without waiting, else
+    /// returns `None`. For bookkeeping that must never make a read wait.
+    pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
+        match self {
+            Store::Sqlite(store) => store.try_write(work),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.try_write(work),
+        }
+    }
+
+    /// Runs `work` on a consistent read-only snapshot.
+    pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(store) => store.read(work),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.read(work),
+        }
+    }
+}
+
 /// Schema migrations, applied in order; the schema version is the count applied.
 const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/0001_init.sql"),
-    include_str!("../../migrations/0002_payments.sql"),
-    include_str!("../../migrations/0003_delivery.sql"),
-    include_str!("../../migrations/0004_retired_keys.sql"),
-    include_str!("../../migrations/0005_event_sequence.sql"),
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+    include_str!("../../migrations/sqlite/0002_payments.sql"),
+    include_str!("../../migrations/sqlite/0003_delivery.sql"),
+    include_str!("../../migrations/sqlite/0004_retired_keys.sql"),
+    include_str!("../../migrations/sqlite/0005_event_sequence.sql"),
 ];
 
 /// The schema version this library writes.
@@ -42,28 +149,28 @@ const MAX_IDLE_READERS: usize = 16;
 /// How many times a write that found the database busy is tried again.
 const BUSY_RETRIES: u32 = 20;
 
-/// Options for opening the database file.
+/// Options for opening the database.
 #[derive(Debug, Clone)]
 pub(crate) struct StoreOptions {
+    /// SQLite only: `synchronous=FULL` rather than `NORMAL`.
     pub synchronous_full: bool,
+    /// How long a write waits for another writer (SQLite's lock; PostgreSQL's lock
+    /// timeout and retries).
     pub busy_timeout: Duration,
 }
 
-/// The database: one writer connection and a pool of readers over one SQLite file.
+/// A SQLite database: one writer connection and a pool of readers over one file.
 #[derive(Debug)]
-pub(crate) struct Store {
+pub(crate) struct SqliteStore {
     path: PathBuf,
     options: StoreOptions,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
 }
 
-/// A connection (or an open transaction) with the crate's typed queries on it.
-pub(crate) struct Conn<'a>(&'a Connection);
-
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `path`.
-    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Store> {
+    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<SqliteStore> {
         // Switching a new file to WAL and the first migration need locks for which SQLite
         // does not always call the busy handler (several processes opening a new file at
         // once); retry the whole opening until `busy_timeout` has passed.
@@ -76,7 +183,7 @@ impl Store {
                 other => break other?,
             }
         };
-        Ok(Store { path: path.to_path_buf(), options, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(SqliteStore { path: path.to_path_buf(), options, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
     /// Runs `work` in one write transaction: all of it commits, or none of it.
@@ -93,7 +200,7 @@ impl Store {
         loop {
             let outcome = (|| {
                 let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let value = work(&Conn(&tx))?;
+                let value = work(&Conn::Sqlite(&tx))?;
                 tx.commit()?;
                 Ok(value)
             })();
@@ -125,7 +232,7 @@ impl Store {
         writer.busy_timeout(Duration::ZERO)?;
         let outcome = (|| {
             let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = work(&Conn(&tx))?;
+            let value = work(&Conn::Sqlite(&tx))?;
             tx.commit()?;
             Ok(value)
         })();
@@ -143,7 +250,7 @@ impl Store {
             Some(conn) => conn,
             None => self.open_reader()?,
         };
-        let result = work(&Conn(&conn));
+        let result = work(&Conn::Sqlite(&conn));
         let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
         if readers.len() < MAX_IDLE_READERS {
             readers.push(conn);
@@ -269,8 +376,17 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 }
 
 #[cfg(test)]
+impl Conn<'_> {
+    /// The SQLite connection, for tests that write raw SQL.
+    pub(crate) fn sqlite_for_test(&self) -> &Connection {
+        sqlite_or!(self, _pg => panic!("a SQLite test got a PostgreSQL connection"))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
 
     fn options() -> StoreOptions {
         StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
@@ -280,14 +396,14 @@ mod tests {
     fn new_database_gets_current_schema_and_newer_is_refused() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
-        let store = Store::open(&path, options())?;
-        let version = store.read(|c| Ok(c.0.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        let store = SqliteStore::open(&path, options())?;
+        let version = store.read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
         assert_eq!(version, SCHEMA_VERSION);
         drop(store);
         let conn = Connection::open(&path)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)?;
         drop(conn);
-        let err = Store::open(&path, options()).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = SqliteStore::open(&path, options()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("newer than this library"), "{err}");
         Ok(())
     }
@@ -309,14 +425,14 @@ mod tests {
              VALUES ('inv-1', '00000000-0000-4000-8000-000000000001', '19.99', 'USDT', '1', 'NEW', 1000, 2000, 1000);",
         )?;
         drop(conn);
-        let store = Store::open(&path, options())?;
+        let store = SqliteStore::open(&path, options())?;
         let order = store
             .read(|c| c.order_in_environment(crate::Environment::Sandbox, "00000000-0000-4000-8000-000000000001"))?;
         let order = order.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
         assert_eq!(order.order.amount.to_string(), "19.99");
         assert_eq!(order.invoice.address, "");
         assert!(!order.order.marked_paid);
-        let version = store.read(|c| Ok(c.0.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        let version = store.read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
         assert_eq!(version, SCHEMA_VERSION);
         let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
         assert!(events.is_empty());
@@ -328,7 +444,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
         Connection::open(&path)?.pragma_update(None, "user_version", -1)?;
-        let err = Store::open(&path, options()).err().map(|e| e.kind().to_string()).unwrap_or_default();
+        let err = SqliteStore::open(&path, options()).err().map(|e| e.kind().to_string()).unwrap_or_default();
         assert_eq!(err, "stored data could not be read: user_version: unknown value -1");
         Ok(())
     }
@@ -336,8 +452,8 @@ mod tests {
     #[test]
     fn reads_cannot_write() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let store = Store::open(&dir.path().join("t.db"), options())?;
-        let result = store.read(|c| Ok(c.0.execute("DELETE FROM orders", [])?));
+        let store = SqliteStore::open(&dir.path().join("t.db"), options())?;
+        let result = store.read(|c| Ok(c.sqlite_for_test().execute("DELETE FROM orders", [])?));
         assert!(result.is_err());
         Ok(())
     }

@@ -89,8 +89,8 @@ impl Conn<'_> {
         environment: Environment,
         merchant_order_id: &str,
     ) -> Result<Option<PriorCreate>> {
-        Ok(self
-            .0
+        let c = sqlite_or!(self, pg => pg.prior_create(ser_id, environment, erchant_order_id));
+        Ok(c
             .prepare_cached(
                 "SELECT request_hash, create_response FROM orders
                  WHERE user_id = :user_id AND environment = :environment AND merchant_order_id = :moid",
@@ -108,8 +108,9 @@ impl Conn<'_> {
         request_hash: &[u8],
         create_response: &str,
     ) -> Result<()> {
+        let c = sqlite_or!(self, pg => pg.insert_order_with_invoice(created, request_hash, create_response));
         let order = &created.order;
-        self.0
+        c
             .prepare_cached(
                 "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
                     callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
@@ -142,7 +143,7 @@ impl Conn<'_> {
                 ":deleted": i64::from(order.deleted),
             })?;
         let invoice = &created.invoice;
-        self.0
+        c
             .prepare_cached(
                 "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
                     receive_currency, created_at, expired_at, updated_at, address, payment_uri)
@@ -174,12 +175,12 @@ impl Conn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
+        let c = sqlite_or!(self, pg => pg.order_with_invoice(ser_id, environment, order_id));
         let sql = format!(
             "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
              WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
         );
-        Ok(self
-            .0
+        Ok(c
             .prepare_cached(&sql)?
             .query_row(
                 named_params! {":order_id": order_id, ":user_id": user_id, ":environment": environment.as_str()},
@@ -194,12 +195,12 @@ impl Conn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
+        let c = sqlite_or!(self, pg => pg.order_in_environment(environment, order_id));
         let sql = format!(
             "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
              WHERE o.order_id = :order_id AND o.environment = :environment"
         );
-        Ok(self
-            .0
+        Ok(c
             .prepare_cached(&sql)?
             .query_row(
                 named_params! {":order_id": order_id, ":environment": environment.as_str()},
@@ -210,8 +211,9 @@ impl Conn<'_> {
 
     /// Writes the state and received amounts of an order and its invoice.
     pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
+        let c = sqlite_or!(self, pg => pg.update_order_state(current));
         let (order, invoice) = (&current.order, &current.invoice);
-        self.0
+        c
             .prepare_cached(
                 "UPDATE orders SET status = :status, receive_currency = :receive_currency,
                         marked_paid = :marked_paid, updated_at = :updated_at
@@ -224,7 +226,7 @@ impl Conn<'_> {
                 ":updated_at": order.updated_at.as_millis(),
                 ":order_id": order.order_id,
             })?;
-        self.0
+        c
             .prepare_cached(
                 "UPDATE invoices SET status = :status, receive_amount = :receive_amount,
                         receive_currency = :receive_currency, expired_at = :expired_at, updated_at = :updated_at
@@ -244,7 +246,8 @@ impl Conn<'_> {
     /// Orders of `environment` whose quote expired by `now` and that expiry would move:
     /// NEW ones, and PENDING ones with no counted payment still waiting to confirm.
     pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
-        let mut stmt = self.0.prepare_cached(
+        let c = sqlite_or!(self, pg => pg.orders_due_for_expiry(environment, now, limit));
+        let mut stmt = c.prepare_cached(
             "SELECT o.order_id FROM invoices i JOIN orders o ON o.order_id = i.order_id
              WHERE i.status IN ('NEW', 'PENDING') AND i.expired_at <= :now AND o.environment = :environment
                AND NOT EXISTS (SELECT 1 FROM payments p
@@ -267,13 +270,14 @@ impl Conn<'_> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Order>> {
+        let c = sqlite_or!(self, pg => pg.list_orders(ser_id, environment, status, limit, offset));
         let filter = if status.is_some() { "AND o.status = :status" } else { "" };
         let sql = format!(
             "SELECT {ORDER_COLUMNS} FROM orders o
              WHERE o.user_id = :user_id AND o.environment = :environment {filter}
              ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
         );
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let env = environment.as_str();
         let rows = match status {
             Some(status) => stmt.query_map(
@@ -296,7 +300,7 @@ mod tests {
 
     use super::*;
     use crate::error::{Error, ErrorKind};
-    use crate::storage::{Store, StoreOptions};
+    use crate::storage::{Store, StoreOptions, StoreTarget};
 
     // Every order query of the crate names the environment it wants, so no public call
     // reaches an order of an unknown one; this reads it without that filter to check the
@@ -305,7 +309,7 @@ mod tests {
     fn an_unknown_order_environment_is_corrupt_not_sandbox() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
-        let store = Store::open(&path, StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) })?;
+        let store = Store::open(&StoreTarget::Sqlite(path.clone()), StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) })?;
         let conn = rusqlite::Connection::open(&path)?;
         conn.pragma_update(None, "ignore_check_constraints", true)?;
         conn.execute_batch(
@@ -315,7 +319,7 @@ mod tests {
                      'NEW', x'00', '{}', 1000, 1000);",
         )?;
         let sql = format!("SELECT {ORDER_COLUMNS} FROM orders o");
-        let read = store.read(|c| Ok(c.0.query_row(&sql, [], order_row)?));
+        let read = store.read(|c| Ok(c.sqlite_for_test().query_row(&sql, [], order_row)?));
         let err = read.err().map(|e| e.kind().to_string()).unwrap_or_default();
         assert_eq!(err, "stored data could not be read: orders.environment: unknown value \"staging\"");
         Ok(())

@@ -66,23 +66,25 @@ fn rate_row(row: &Row<'_>) -> rusqlite::Result<Rate> {
 
 impl Conn<'_> {
     pub(crate) fn payment_by_txid(&self, environment: Environment, txid: &str) -> Result<Option<Payment>> {
+        let c = sqlite_or!(self, pg => pg.payment_by_txid(environment, xid));
         let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE environment = :environment AND txid = :txid");
-        Ok(self
-            .0
+        Ok(c
             .prepare_cached(&sql)?
             .query_row(named_params! {":environment": environment.as_str(), ":txid": txid}, payment_row)
             .optional()?)
     }
 
     pub(crate) fn payments_for_order(&self, order_id: &str) -> Result<Vec<Payment>> {
+        let c = sqlite_or!(self, pg => pg.payments_for_order(order_id));
         let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE order_id = :order_id ORDER BY seen_at, txid");
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map(named_params! {":order_id": order_id}, payment_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn insert_payment(&self, environment: Environment, payment: &Payment) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.insert_payment(environment, payment));
+        c
             .prepare_cached(
                 "INSERT INTO payments (environment, txid, order_id, amount, currency, state, counts, seen_at, settled_at)
                  VALUES (:environment, :txid, :order_id, :amount, :currency, :state, :counts, :seen_at, :settled_at)",
@@ -108,7 +110,8 @@ impl Conn<'_> {
         state: PaymentState,
         at: Timestamp,
     ) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.settle_payment(environment, xid, state, at));
+        c
             .prepare_cached(
                 "UPDATE payments SET state = :state, settled_at = :at WHERE environment = :environment AND txid = :txid",
             )?
@@ -128,7 +131,8 @@ impl Conn<'_> {
     /// several writers two transactions could read the same maximum, while this UPDATE
     /// makes the second wait for the first's row lock and then see its number.
     pub(crate) fn take_event_sequence(&self, order_id: &str) -> Result<i64> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.take_event_sequence(order_id));
+        c
             .prepare_cached(
                 "UPDATE orders SET last_event_sequence = last_event_sequence + 1 WHERE order_id = :order_id
                  RETURNING last_event_sequence",
@@ -141,7 +145,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn insert_event(&self, event: &Event) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.insert_event(event));
+        c
             .prepare_cached(
                 "INSERT INTO events (event_id, order_id, environment, sequence, type, previous_status, status,
                                      payload, created_at)
@@ -163,19 +168,22 @@ impl Conn<'_> {
     }
 
     pub(crate) fn events_for_order(&self, order_id: &str) -> Result<Vec<Event>> {
+        let c = sqlite_or!(self, pg => pg.events_for_order(order_id));
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE order_id = :order_id ORDER BY sequence");
-        let mut stmt = self.0.prepare_cached(&sql)?;
+        let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map(named_params! {":order_id": order_id}, event_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn event_by_id(&self, event_id: &str) -> Result<Option<Event>> {
+        let c = sqlite_or!(self, pg => pg.event_by_id(event_id));
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE event_id = :event_id");
-        Ok(self.0.prepare_cached(&sql)?.query_row(named_params! {":event_id": event_id}, event_row).optional()?)
+        Ok(c.prepare_cached(&sql)?.query_row(named_params! {":event_id": event_id}, event_row).optional()?)
     }
 
     pub(crate) fn upsert_rate(&self, rate: &Rate) -> Result<()> {
-        self.0
+        let c = sqlite_or!(self, pg => pg.upsert_rate(rate));
+        c
             .prepare_cached(
                 "INSERT INTO rates (environment, crypto, fiat, rate, valid_until, updated_at)
                  VALUES (:environment, :crypto, :fiat, :rate, :valid_until, :updated_at)
@@ -194,8 +202,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn rate(&self, environment: Environment, crypto: &str, fiat: &str) -> Result<Option<Rate>> {
-        Ok(self
-            .0
+        let c = sqlite_or!(self, pg => pg.rate(environment, crypto, fiat));
+        Ok(c
             .prepare_cached(
                 "SELECT environment, crypto, fiat, rate, valid_until, updated_at FROM rates
                  WHERE environment = :environment AND crypto = :crypto AND fiat = :fiat",
@@ -205,7 +213,8 @@ impl Conn<'_> {
     }
 
     pub(crate) fn rates(&self, environment: Environment) -> Result<Vec<Rate>> {
-        let mut stmt = self.0.prepare_cached(
+        let c = sqlite_or!(self, pg => pg.rates(environment));
+        let mut stmt = c.prepare_cached(
             "SELECT environment, crypto, fiat, rate, valid_until, updated_at FROM rates
              WHERE environment = :environment ORDER BY crypto, fiat",
         )?;
@@ -215,8 +224,8 @@ impl Conn<'_> {
 
     /// Returns false when there was no such rate.
     pub(crate) fn delete_rate(&self, environment: Environment, crypto: &str, fiat: &str) -> Result<bool> {
-        let changed = self
-            .0
+        let c = sqlite_or!(self, pg => pg.delete_rate(environment, crypto, fiat));
+        let changed = c
             .prepare_cached("DELETE FROM rates WHERE environment = :environment AND crypto = :crypto AND fiat = :fiat")?
             .execute(named_params! {":environment": environment.as_str(), ":crypto": crypto, ":fiat": fiat})?;
         Ok(changed == 1)

@@ -1,0 +1,281 @@
+//! The PostgreSQL backend (feature `postgres`): the same typed methods as SQLite's, for
+//! several processes on several hosts writing one database at once (DESIGN §11).
+//!
+//! Every write runs as one `SERIALIZABLE` transaction, retried whole on a serialization
+//! failure (40001), a deadlock (40P01) or a lock timeout, so the guarantees that SQLite's
+//! single writer gives for free (idempotent create, gapless event sequences, one
+//! state change at a time per order) hold with any number of writers. Reads run in
+//! `REPEATABLE READ READ ONLY` transactions: one snapshot per call, like SQLite's readers.
+//! Outbox claims add `FOR UPDATE SKIP LOCKED`, so concurrent deliverers take different
+//! messages instead of failing each other's transactions.
+//!
+//! Connections come from an r2d2 pool; TLS goes through rustls (`sslmode` from the URL;
+//! loopback servers usually run without TLS, `sslmode=require` insists on it).
+
+mod delivery;
+mod keys;
+mod orders;
+mod payments;
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use postgres::types::ToSql;
+use postgres::Row;
+use r2d2_postgres::PostgresConnectionManager;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::{Conn, StoreOptions};
+use crate::error::{Error, ErrorKind, Result, StorageError};
+
+/// The PostgreSQL schema migrations, applied in order under an advisory lock; the schema
+/// version is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_init.sql")];
+
+/// The schema version this library writes on PostgreSQL.
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Connections kept open per process.
+const POOL_SIZE: u32 = 16;
+
+/// The advisory lock key migrations run under (any constant; "coinorder" in ASCII).
+const MIGRATION_LOCK: i64 = 0x636f_696e_6f72_6465;
+
+type Manager = PostgresConnectionManager<MakeRustlsConnect>;
+
+/// A PostgreSQL database: a pool of connections.
+pub(crate) struct PgStore {
+    pool: r2d2::Pool<Manager>,
+    /// Where it is, without the password: for messages.
+    server: String,
+    busy_timeout: Duration,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+/// One pooled connection inside a transaction; the typed methods of `postgres/*.rs`
+/// run their statements on it.
+pub(crate) struct PgConn {
+    client: RefCell<r2d2::PooledConnection<Manager>>,
+    /// True in a write transaction: reads of rows about to change take a row lock.
+    writing: bool,
+}
+
+impl PgStore {
+    /// Connects to the server at `url` and brings its schema up to date.
+    pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<PgStore> {
+        let config: postgres::Config = url.parse().map_err(|e| {
+            Error::new(ErrorKind::Config(format!("not a PostgreSQL URL (postgres://user@host:port/database): {e}")))
+        })?;
+        let server = describe(&config);
+        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::new(ErrorKind::Config(format!("TLS setup for PostgreSQL: {e}"))))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let manager = PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls));
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(1))
+            .connection_timeout(options.busy_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)))
+            .build(manager)
+            .map_err(|e| Error::new(ErrorKind::Config(format!("cannot connect to PostgreSQL at {server}: {e}"))))?;
+        let store = PgStore { pool, server, busy_timeout: options.busy_timeout };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        self.pool.get().map_err(|e| {
+            Error::new(ErrorKind::Storage(StorageError::new(true, PoolError(format!("{}: {e}", self.server)))))
+        })
+    }
+
+    /// Applies the migrations this database lacks, one process at a time: several
+    /// processes starting together on an empty database migrate it once.
+    fn migrate(&self) -> Result<()> {
+        let mut client = self.connection()?;
+        let mut tx = client.transaction()?;
+        // A transaction-scoped lock: released by the commit, never left behind.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS coinorder_schema (version BIGINT NOT NULL)")?;
+        let version: Option<i64> = tx.query_opt("SELECT version FROM coinorder_schema", &[])?.map(|row| row.get(0));
+        let version = match version {
+            Some(version) => version,
+            None => {
+                tx.execute("INSERT INTO coinorder_schema (version) VALUES (0)", &[])?;
+                0
+            }
+        };
+        if version > SCHEMA_VERSION {
+            return Err(Error::new(ErrorKind::SchemaTooNew { found: version, supported: SCHEMA_VERSION }));
+        }
+        let first = usize::try_from(version)
+            .map_err(|_| Error::new(ErrorKind::Corrupt(format!("coinorder_schema.version: unknown value {version}"))))?;
+        for sql in MIGRATIONS.iter().skip(first) {
+            tx.batch_execute(sql)?;
+        }
+        tx.execute("UPDATE coinorder_schema SET version = $1", &[&SCHEMA_VERSION])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// [`super::Store::write`]: one `SERIALIZABLE` transaction, retried whole while the
+    /// database answers with a conflict, for at most the busy timeout.
+    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + self.busy_timeout;
+        let mut attempt: u32 = 0;
+        loop {
+            let outcome = self.transaction("BEGIN ISOLATION LEVEL SERIALIZABLE", true, &mut work);
+            match outcome {
+                Err(error) if is_conflict(&error) && Instant::now() < deadline => {
+                    attempt += 1;
+                    // Spread the retries of colliding writers apart.
+                    let jitter = u64::from(rand::random::<u8>() % 8);
+                    std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20)) + jitter));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`super::Store::try_write`]: a write that gives up at the first lock it would wait for.
+    pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
+        let mut once = Some(work);
+        let outcome = self.transaction(
+            "BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL lock_timeout = '10ms'",
+            true,
+            &mut |conn: &Conn<'_>| match once.take() {
+                Some(work) => work(conn),
+                None => Err(Error::new(ErrorKind::Internal("try_write ran twice".into()))),
+            },
+        );
+        match outcome {
+            Err(error) if is_conflict(&error) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    /// [`super::Store::read`]: one snapshot.
+    pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut once = Some(work);
+        self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, &mut |conn: &Conn<'_>| {
+            match once.take() {
+                Some(work) => work(conn),
+                None => Err(Error::new(ErrorKind::Internal("read ran twice".into()))),
+            }
+        })
+    }
+
+    fn transaction<T>(
+        &self,
+        begin: &str,
+        writing: bool,
+        work: &mut dyn FnMut(&Conn<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut client = self.connection()?;
+        client.batch_execute(begin)?;
+        let conn = PgConn { client: RefCell::new(client), writing };
+        let outcome = work(&Conn::Postgres(&conn));
+        let mut client = conn.client.into_inner();
+        match outcome {
+            Ok(value) => {
+                client.batch_execute("COMMIT")?;
+                Ok(value)
+            }
+            Err(error) => {
+                // A connection whose rollback fails is broken: r2d2 drops it on its
+                // next health check.
+                let _ = client.batch_execute("ROLLBACK");
+                Err(error)
+            }
+        }
+    }
+}
+
+impl PgConn {
+    /// Runs a statement that returns rows.
+    pub(crate) fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        Ok(self.client.borrow_mut().query(sql, params)?)
+    }
+
+    /// Runs a statement that returns at most one row.
+    pub(crate) fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        Ok(self.client.borrow_mut().query_opt(sql, params)?)
+    }
+
+    /// Runs a statement that returns exactly one row.
+    pub(crate) fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        Ok(self.client.borrow_mut().query_one(sql, params)?)
+    }
+
+    /// Runs a statement; the number of rows it changed.
+    pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        Ok(self.client.borrow_mut().execute(sql, params)?)
+    }
+
+    /// `" FOR UPDATE"` inside a write transaction, `""` in a read: appended to the reads
+    /// of rows the transaction is about to change, so concurrent writers queue on the row
+    /// instead of failing on commit.
+    pub(crate) fn for_update(&self) -> &'static str {
+        if self.writing {
+            " FOR UPDATE"
+        } else {
+            ""
+        }
+    }
+}
+
+/// Reads the text column `column` and decodes it with `parse`; a value `parse` refuses
+/// is an [`ErrorKind::Corrupt`] error naming `what` (`table.column`), never a default
+/// (the PostgreSQL twin of the SQLite `decode`).
+pub(crate) fn decode<T>(row: &Row, column: usize, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
+    let text: String = row.try_get(column)?;
+    parse(&text).ok_or_else(|| {
+        let quoted: String = text.chars().take(super::QUOTED_VALUE_CHARS).collect();
+        Error::new(ErrorKind::Corrupt(format!("{what}: unknown value {quoted:?}")))
+    })
+}
+
+/// A failure of the pool itself (no connection within the timeout).
+#[derive(Debug, thiserror::Error)]
+#[error("no PostgreSQL connection available: {0}")]
+struct PoolError(String);
+
+/// SQLSTATEs after which the whole transaction may simply run again.
+fn is_conflict(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Storage(storage) if storage.is_busy())
+}
+
+/// `host:port/database` of a connection configuration (never the password).
+fn describe(config: &postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(host)) => host.clone(),
+        #[cfg(unix)]
+        Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+}
+
+/// PostgreSQL's errors become the backend-neutral [`StorageError`]; the conflicts a
+/// retry cures (serialization failure, deadlock, lock timeout) are marked busy.
+impl From<postgres::Error> for Error {
+    fn from(err: postgres::Error) -> Self {
+        use postgres::error::SqlState;
+        let busy = err.code().is_some_and(|code| {
+            *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::LOCK_NOT_AVAILABLE
+        });
+        Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
+    }
+}

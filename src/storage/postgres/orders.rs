@@ -1,0 +1,1 @@
+//! PostgreSQL twins of the methods in `storage/orders.rs`.
