@@ -443,12 +443,8 @@ fn record_payment_validates_its_input() {
 fn payments_are_isolated_by_environment() {
     let h = harness();
     let sandbox_order = create_usd10(&h);
-    let live = coinorder::Service::open(h.db(), {
-        let mut cfg = config(coinorder::Environment::Live, &h.clock);
-        cfg.secret_key_path = None;
-        cfg
-    })
-    .expect("open live on the same file");
+    let live = coinorder::Service::open(h.db(), config(coinorder::Environment::Live, &h.clock))
+        .expect("open live on the same database");
     assert_code(
         live.record_payment(&sandbox_order.id, "tx-1", dec("10"), true),
         "ORDER_NOT_VALID",

@@ -64,13 +64,21 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
   coinorder emails list --env live --limit 10
   COINORDER_DB=/var/lib/coinorder/orders.db coinorder serve --env live")]
 struct Cli {
-    /// SQLite database file. `keys create`, `serve` and `rates set` create it (with its
-    /// `<PATH>.key` secret file) if missing; every other command fails when it does not
-    /// exist.
+    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host:5432/db`, with
+    /// `?sslmode=require` for TLS) for several processes and hosts on one database.
+    /// `keys create`, `serve` and `rates set` create a SQLite file (with its `<PATH>.key`
+    /// secret file) if missing; every other command fails when it does not exist.
     ///
     /// Accepted before or after the subcommand.
-    #[arg(long, global = true, value_name = "PATH", env = "COINORDER_DB", default_value = "./coinorder.db")]
+    #[arg(long, global = true, value_name = "PATH|URL", env = "COINORDER_DB", default_value = "./coinorder.db")]
     db: PathBuf,
+
+    /// The key file that seals webhook secrets (base64 of 32 random bytes). Default for
+    /// SQLite: `<PATH>.key`, created on first use. Required for PostgreSQL, where every
+    /// host must use the same file: create it once with
+    /// `head -c 32 /dev/urandom | base64 > FILE` and copy it to each host.
+    #[arg(long, global = true, value_name = "FILE", env = "COINORDER_SECRET_KEY_FILE")]
+    secret_key_file: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -566,7 +574,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--secret-key-file` / `COINORDER_SECRET_KEY_FILE`, for every service the command opens.
+static SECRET_KEY_FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
 fn run(cli: Cli, db_given: bool) -> CliResult<()> {
+    let _ = SECRET_KEY_FILE.set(cli.secret_key_file.clone());
     let db = DbPath { path: cli.db, given: db_given };
     match cli.command {
         Command::Keys(command) => keys(&db.path, command),
@@ -840,14 +852,43 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-fn open(db: &Path, config: Config) -> CliResult<Service> {
-    Service::open(db, config).map_err(|e| format!("cannot open database {}: {e}", db.display()))
+fn open(db: &Path, mut config: Config) -> CliResult<Service> {
+    if config.secret_key_path.is_none() {
+        config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
+    }
+    Service::open(db, config).map_err(|e| format!("cannot open database {}: {e}", shown_target(db)))
+}
+
+/// True for a PostgreSQL URL (`postgres://`, `postgresql://`) rather than a file path.
+fn is_server(db: &Path) -> bool {
+    let text = db.to_string_lossy();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The database as messages show it: a URL without its password.
+fn shown_target(db: &Path) -> String {
+    if !is_server(db) {
+        return db.display().to_string();
+    }
+    match url::Url::parse(&db.to_string_lossy()) {
+        Ok(mut url) => {
+            if url.password().is_some() {
+                let _ = url.set_password(Some("***"));
+            }
+            url.to_string()
+        }
+        Err(_) => "(unparsable PostgreSQL URL)".to_string(),
+    }
 }
 
 /// Opens a database that must already exist: every command but `keys create`, `serve`
 /// and `rates set`, so that a mistyped `--db` is an error rather than a new, empty
 /// database (and key file) that the command then reports nothing from.
 fn open_existing(db: &Path, config: Config) -> CliResult<Service> {
+    if is_server(db) {
+        // A server's database exists or the connection says why not.
+        return open(db, config);
+    }
     match db.try_exists() {
         Ok(true) => open(db, config),
         Ok(false) => Err(format!(
@@ -932,6 +973,7 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
 
     let mut config = Config::new(environment);
+    config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
     config.invoice_ttl = Duration::from_secs(args.invoice_ttl.or(settings.invoice_ttl).unwrap_or(DEFAULT_INVOICE_TTL));
     config.payment_page_url = args
         .payment_page_url

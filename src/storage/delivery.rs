@@ -19,21 +19,21 @@ use crate::time::Timestamp;
 /// Where one outbox keeps its messages. Both tables also have `environment`,
 /// `order_id`, `attempts`, `next_attempt_at`, `lease_until`, `lease_token`,
 /// `last_error` and `created_at`, which the engine uses under those names.
-struct Table {
-    name: &'static str,
-    id: &'static str,
-    state: &'static str,
+pub(super) struct Table {
+    pub(super) name: &'static str,
+    pub(super) id: &'static str,
+    pub(super) state: &'static str,
     /// The states of a message waiting for an attempt, sent, and given up.
-    pending: &'static str,
-    done: &'static str,
-    failed: &'static str,
+    pub(super) pending: &'static str,
+    pub(super) done: &'static str,
+    pub(super) failed: &'static str,
     /// The column stamped with when the message went out.
-    done_at: &'static str,
+    pub(super) done_at: &'static str,
     /// The state of a message with nowhere to go, in an outbox that has one.
-    no_target: Option<&'static str>,
+    pub(super) no_target: Option<&'static str>,
     /// The column that orders an order's messages, in an outbox whose messages must be
     /// first attempted in that order.
-    sequence: Option<&'static str>,
+    pub(super) sequence: Option<&'static str>,
 }
 
 const WEBHOOKS: Table = Table {
@@ -60,7 +60,7 @@ const EMAILS: Table = Table {
     sequence: None,
 };
 
-fn table(outbox: Outbox) -> &'static Table {
+pub(super) fn table(outbox: Outbox) -> &'static Table {
     match outbox {
         Outbox::Webhooks => &WEBHOOKS,
         Outbox::Emails => &EMAILS,
@@ -71,7 +71,7 @@ fn table(outbox: Outbox) -> &'static Table {
 /// never taken, or a finished attempt released it) once `lease_until` is not after now.
 /// Only such a message may be claimed, and only a message whose lease holds counts as
 /// in flight.
-fn lease_expired(alias: &str) -> String {
+pub(super) fn lease_expired(alias: &str) -> String {
     format!("{alias}.lease_until <= :now")
 }
 
@@ -117,7 +117,8 @@ fn attempt_row(row: &Row<'_>) -> rusqlite::Result<WebhookAttempt> {
 }
 
 // Read by position in email_row, in this order.
-const EMAIL_COLUMNS: &str = "email_id, order_id, recipient, subject, text_body, html_body, state, attempts, \
+pub(super) const EMAIL_COLUMNS: &str =
+    "email_id, order_id, recipient, subject, text_body, html_body, state, attempts, \
                              next_attempt_at, last_error, sent_at, created_at";
 
 fn email_row(row: &Row<'_>) -> rusqlite::Result<Email> {
@@ -244,7 +245,7 @@ impl Conn<'_> {
     /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
     /// right now is kept: the attempt in flight finishes before anyone sends it again.
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {
-        let c = sqlite_or!(self, pg => pg.requeue(outbox, essage_id, now));
+        let c = sqlite_or!(self, pg => pg.requeue(outbox, message_id, now));
         let Table { name, id, state, pending, .. } = table(outbox);
         let changed = c
             .prepare_cached(&format!(
@@ -278,22 +279,21 @@ impl Conn<'_> {
     /// Logs one webhook request (an attempt that found no target made none).
     pub(crate) fn log_webhook_attempt(&self, event_id: &str, log: &WebhookAttempt) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.log_webhook_attempt(event_id, log));
-        c
-            .prepare_cached(
-                "INSERT INTO webhook_attempts (event_id, attempt, url, started_at, status, latency_ms,
+        c.prepare_cached(
+            "INSERT INTO webhook_attempts (event_id, attempt, url, started_at, status, latency_ms,
                                                response_excerpt, error)
                  VALUES (:event_id, :attempt, :url, :started_at, :status, :latency_ms, :excerpt, :error)",
-            )?
-            .execute(named_params! {
-                ":event_id": event_id,
-                ":attempt": log.attempt,
-                ":url": log.url,
-                ":started_at": log.started_at.as_millis(),
-                ":status": log.status.map(i64::from),
-                ":latency_ms": log.latency_ms,
-                ":excerpt": log.response_excerpt,
-                ":error": log.error,
-            })?;
+        )?
+        .execute(named_params! {
+            ":event_id": event_id,
+            ":attempt": log.attempt,
+            ":url": log.url,
+            ":started_at": log.started_at.as_millis(),
+            ":status": log.status.map(i64::from),
+            ":latency_ms": log.latency_ms,
+            ":excerpt": log.response_excerpt,
+            ":error": log.error,
+        })?;
         Ok(())
     }
 
@@ -340,23 +340,22 @@ impl Conn<'_> {
 
     pub(crate) fn insert_email(&self, environment: Environment, email: &Email) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.insert_email(environment, email));
-        c
-            .prepare_cached(
-                "INSERT INTO emails (email_id, order_id, environment, recipient, subject, text_body, html_body,
+        c.prepare_cached(
+            "INSERT INTO emails (email_id, order_id, environment, recipient, subject, text_body, html_body,
                                      state, attempts, next_attempt_at, created_at)
                  VALUES (:email_id, :order_id, :environment, :recipient, :subject, :text_body, :html_body,
                          'pending', 0, :created_at, :created_at)",
-            )?
-            .execute(named_params! {
-                ":email_id": email.email_id,
-                ":order_id": email.order_id,
-                ":environment": environment.as_str(),
-                ":recipient": email.recipient,
-                ":subject": email.subject,
-                ":text_body": email.text_body,
-                ":html_body": email.html_body,
-                ":created_at": email.created_at.as_millis(),
-            })?;
+        )?
+        .execute(named_params! {
+            ":email_id": email.email_id,
+            ":order_id": email.order_id,
+            ":environment": environment.as_str(),
+            ":recipient": email.recipient,
+            ":subject": email.subject,
+            ":text_body": email.text_body,
+            ":html_body": email.html_body,
+            ":created_at": email.created_at.as_millis(),
+        })?;
         Ok(())
     }
 

@@ -16,7 +16,7 @@ pub(crate) struct KeyRow {
 }
 
 // Read by position in key_row, in this order.
-const KEY_COLUMNS: &str =
+pub(super) const KEY_COLUMNS: &str =
     "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc";
 
 fn key_row(row: &Row<'_>) -> rusqlite::Result<KeyRow> {
@@ -40,24 +40,23 @@ impl Conn<'_> {
     pub(crate) fn insert_key(&self, row: &KeyRow) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.insert_key(row));
         let key = &row.key;
-        c
-            .prepare_cached(
-                "INSERT INTO api_keys (id, user_id, environment, key_hash, key_hint, status, webhook_url,
+        c.prepare_cached(
+            "INSERT INTO api_keys (id, user_id, environment, key_hash, key_hint, status, webhook_url,
                                        webhook_secret_enc, created_at, last_used_at)
                  VALUES (:id, :user_id, :environment, :key_hash, :key_hint, :status, :webhook_url,
                          :webhook_secret_enc, :created_at, NULL)",
-            )?
-            .execute(named_params! {
-                ":id": key.id,
-                ":user_id": key.user_id,
-                ":environment": key.environment.as_str(),
-                ":key_hash": row.key_hash,
-                ":key_hint": key.key_hint,
-                ":status": key.status.as_str(),
-                ":webhook_url": key.webhook_url,
-                ":webhook_secret_enc": row.webhook_secret_enc,
-                ":created_at": key.created_at_ms.as_millis(),
-            })?;
+        )?
+        .execute(named_params! {
+            ":id": key.id,
+            ":user_id": key.user_id,
+            ":environment": key.environment.as_str(),
+            ":key_hash": row.key_hash,
+            ":key_hint": key.key_hint,
+            ":status": key.status.as_str(),
+            ":webhook_url": key.webhook_url,
+            ":webhook_secret_enc": row.webhook_secret_enc,
+            ":created_at": key.created_at_ms.as_millis(),
+        })?;
         Ok(())
     }
 
@@ -96,7 +95,7 @@ impl Conn<'_> {
 
     /// Returns false when no key has that id.
     pub(crate) fn set_key_webhook_url(&self, id: &str, url: Option<&str>) -> Result<bool> {
-        let c = sqlite_or!(self, pg => pg.set_key_webhook_url(id, rl));
+        let c = sqlite_or!(self, pg => pg.set_key_webhook_url(id, url));
         let changed = c
             .prepare_cached("UPDATE api_keys SET webhook_url = :url WHERE id = :id")?
             .execute(named_params! {":url": url, ":id": id})?;
@@ -114,8 +113,7 @@ impl Conn<'_> {
 
     pub(crate) fn touch_key(&self, id: &str, now: Timestamp) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.touch_key(id, now));
-        c
-            .prepare_cached("UPDATE api_keys SET last_used_at = :now WHERE id = :id")?
+        c.prepare_cached("UPDATE api_keys SET last_used_at = :now WHERE id = :id")?
             .execute(named_params! {":now": now.as_millis(), ":id": id})?;
         Ok(())
     }
@@ -124,28 +122,25 @@ impl Conn<'_> {
     /// Returns false when no key has that id.
     pub(crate) fn delete_key(&self, id: &str, now: Timestamp) -> Result<bool> {
         let c = sqlite_or!(self, pg => pg.delete_key(id, now));
-        c
-            .prepare_cached(
-                "INSERT INTO retired_keys (id, user_id, environment, webhook_url, webhook_secret_enc, retired_at)
+        c.prepare_cached(
+            "INSERT INTO retired_keys (id, user_id, environment, webhook_url, webhook_secret_enc, retired_at)
                  SELECT id, user_id, environment, webhook_url, webhook_secret_enc, :now FROM api_keys WHERE id = :id",
-            )?
-            .execute(named_params! {":id": id, ":now": now.as_millis()})?;
-        let changed =
-            c.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
+        )?
+        .execute(named_params! {":id": id, ":now": now.as_millis()})?;
+        let changed = c.prepare_cached("DELETE FROM api_keys WHERE id = :id")?.execute(named_params! {":id": id})?;
         Ok(changed == 1)
     }
 
     /// The webhook URL and sealed signing secret of a live or deleted key.
     pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
         let c = sqlite_or!(self, pg => pg.signing_key(id));
-        Ok(c
-            .prepare_cached(
-                "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
+        Ok(c.prepare_cached(
+            "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
                  UNION ALL
                  SELECT webhook_url, webhook_secret_enc FROM retired_keys WHERE id = :id
                  LIMIT 1",
-            )?
-            .query_row(named_params! {":id": id}, |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
+        )?
+        .query_row(named_params! {":id": id}, |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?)
     }
 }

@@ -43,7 +43,6 @@ use crate::error::{Error, ErrorKind, Result, StorageError};
 pub(crate) use delivery::{AttemptResult, ClaimedEvent};
 pub(crate) use keys::KeyRow;
 
-
 /// Where the data lives: DESIGN §11 picks the backend from the target string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StoreTarget {
@@ -183,7 +182,12 @@ impl SqliteStore {
                 other => break other?,
             }
         };
-        Ok(SqliteStore { path: path.to_path_buf(), options, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            options,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        })
     }
 
     /// Runs `work` in one write transaction: all of it commits, or none of it.
@@ -379,14 +383,17 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 impl Conn<'_> {
     /// The SQLite connection, for tests that write raw SQL.
     pub(crate) fn sqlite_for_test(&self) -> &Connection {
-        sqlite_or!(self, _pg => panic!("a SQLite test got a PostgreSQL connection"))
+        match self {
+            Conn::Sqlite(connection) => connection,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => panic!("a SQLite test got a PostgreSQL connection"),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     fn options() -> StoreOptions {
         StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
@@ -397,7 +404,8 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
         let store = SqliteStore::open(&path, options())?;
-        let version = store.read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        let version = store
+            .read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
         assert_eq!(version, SCHEMA_VERSION);
         drop(store);
         let conn = Connection::open(&path)?;
@@ -432,7 +440,8 @@ mod tests {
         assert_eq!(order.order.amount.to_string(), "19.99");
         assert_eq!(order.invoice.address, "");
         assert!(!order.order.marked_paid);
-        let version = store.read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
+        let version = store
+            .read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
         assert_eq!(version, SCHEMA_VERSION);
         let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
         assert!(events.is_empty());

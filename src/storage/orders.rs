@@ -15,16 +15,16 @@ pub(crate) struct PriorCreate {
     pub create_response: String,
 }
 
-const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.key_id, o.merchant_order_id, o.title,
+pub(super) const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.key_id, o.merchant_order_id, o.title,
     o.description, o.callback_url, o.webhook_url, o.success_url, o.cancel_url, o.customer_email, o.amount,
     o.currency, o.receive_currency, o.status, o.created_at, o.updated_at, o.deleted, o.marked_paid";
 
 /// How many columns ORDER_COLUMNS selects; invoice columns follow at this index.
-const ORDER_COLUMN_COUNT: usize = 20;
+pub(super) const ORDER_COLUMN_COUNT: usize = 20;
 
 // Rows are read by position (a name lookup costs a scan of every column name); the
 // mappers below follow the order of these lists.
-const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
+pub(super) const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
     i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
     i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri";
 
@@ -89,17 +89,16 @@ impl Conn<'_> {
         environment: Environment,
         merchant_order_id: &str,
     ) -> Result<Option<PriorCreate>> {
-        let c = sqlite_or!(self, pg => pg.prior_create(ser_id, environment, erchant_order_id));
-        Ok(c
-            .prepare_cached(
-                "SELECT request_hash, create_response FROM orders
+        let c = sqlite_or!(self, pg => pg.prior_create(user_id, environment, merchant_order_id));
+        Ok(c.prepare_cached(
+            "SELECT request_hash, create_response FROM orders
                  WHERE user_id = :user_id AND environment = :environment AND merchant_order_id = :moid",
-            )?
-            .query_row(
-                named_params! {":user_id": user_id, ":environment": environment.as_str(), ":moid": merchant_order_id},
-                |row| Ok(PriorCreate { request_hash: row.get(0)?, create_response: row.get(1)? }),
-            )
-            .optional()?)
+        )?
+        .query_row(
+            named_params! {":user_id": user_id, ":environment": environment.as_str(), ":moid": merchant_order_id},
+            |row| Ok(PriorCreate { request_hash: row.get(0)?, create_response: row.get(1)? }),
+        )
+        .optional()?)
     }
 
     pub(crate) fn insert_order_with_invoice(
@@ -110,61 +109,59 @@ impl Conn<'_> {
     ) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.insert_order_with_invoice(created, request_hash, create_response));
         let order = &created.order;
-        c
-            .prepare_cached(
-                "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
+        c.prepare_cached(
+            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
                     callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
                     receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
                  VALUES (:order_id, :environment, :user_id, :key_id, :merchant_order_id, :title, :description,
                     :callback_url, :webhook_url, :success_url, :cancel_url, :customer_email, :amount, :currency,
                     :receive_currency, :status, :request_hash, :create_response, :created_at, :updated_at, :deleted)",
-            )?
-            .execute(named_params! {
-                ":order_id": order.order_id,
-                ":environment": order.environment.as_str(),
-                ":user_id": order.user_id,
-                ":key_id": order.key_id,
-                ":merchant_order_id": order.merchant_order_id,
-                ":title": order.title,
-                ":description": order.description,
-                ":callback_url": order.callback_url,
-                ":webhook_url": order.webhook_url,
-                ":success_url": order.success_url,
-                ":cancel_url": order.cancel_url,
-                ":customer_email": order.customer_email,
-                ":amount": order.amount.to_string(),
-                ":currency": order.currency,
-                ":receive_currency": order.receive_currency,
-                ":status": order.status.as_str(),
-                ":request_hash": request_hash,
-                ":create_response": create_response,
-                ":created_at": order.created_at.as_millis(),
-                ":updated_at": order.updated_at.as_millis(),
-                ":deleted": i64::from(order.deleted),
-            })?;
+        )?
+        .execute(named_params! {
+            ":order_id": order.order_id,
+            ":environment": order.environment.as_str(),
+            ":user_id": order.user_id,
+            ":key_id": order.key_id,
+            ":merchant_order_id": order.merchant_order_id,
+            ":title": order.title,
+            ":description": order.description,
+            ":callback_url": order.callback_url,
+            ":webhook_url": order.webhook_url,
+            ":success_url": order.success_url,
+            ":cancel_url": order.cancel_url,
+            ":customer_email": order.customer_email,
+            ":amount": order.amount.to_string(),
+            ":currency": order.currency,
+            ":receive_currency": order.receive_currency,
+            ":status": order.status.as_str(),
+            ":request_hash": request_hash,
+            ":create_response": create_response,
+            ":created_at": order.created_at.as_millis(),
+            ":updated_at": order.updated_at.as_millis(),
+            ":deleted": i64::from(order.deleted),
+        })?;
         let invoice = &created.invoice;
-        c
-            .prepare_cached(
-                "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
+        c.prepare_cached(
+            "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
                     receive_currency, created_at, expired_at, updated_at, address, payment_uri)
                  VALUES (:invoice_id, :order_id, :amount, :currency, :rate, :status, :receive_amount,
                     :receive_currency, :created_at, :expired_at, :updated_at, :address, :payment_uri)",
-            )?
-            .execute(named_params! {
-                ":invoice_id": invoice.invoice_id,
-                ":order_id": invoice.order_id,
-                ":amount": invoice.amount.to_string(),
-                ":currency": invoice.currency,
-                ":rate": invoice.rate.to_string(),
-                ":status": invoice.status.as_str(),
-                ":receive_amount": invoice.receive_amount.to_string(),
-                ":receive_currency": invoice.receive_currency,
-                ":created_at": invoice.created_at.as_millis(),
-                ":expired_at": invoice.expired_at.as_millis(),
-                ":updated_at": invoice.updated_at.as_millis(),
-                ":address": invoice.address,
-                ":payment_uri": invoice.payment_uri,
-            })?;
+        )?
+        .execute(named_params! {
+            ":invoice_id": invoice.invoice_id,
+            ":order_id": invoice.order_id,
+            ":amount": invoice.amount.to_string(),
+            ":currency": invoice.currency,
+            ":rate": invoice.rate.to_string(),
+            ":status": invoice.status.as_str(),
+            ":receive_amount": invoice.receive_amount.to_string(),
+            ":receive_currency": invoice.receive_currency,
+            ":created_at": invoice.created_at.as_millis(),
+            ":expired_at": invoice.expired_at.as_millis(),
+            ":updated_at": invoice.updated_at.as_millis(),
+            ":address": invoice.address,
+            ":payment_uri": invoice.payment_uri,
+        })?;
         Ok(())
     }
 
@@ -175,13 +172,12 @@ impl Conn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
-        let c = sqlite_or!(self, pg => pg.order_with_invoice(ser_id, environment, order_id));
+        let c = sqlite_or!(self, pg => pg.order_with_invoice(user_id, environment, order_id));
         let sql = format!(
             "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
              WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
         );
-        Ok(c
-            .prepare_cached(&sql)?
+        Ok(c.prepare_cached(&sql)?
             .query_row(
                 named_params! {":order_id": order_id, ":user_id": user_id, ":environment": environment.as_str()},
                 order_with_invoice_row,
@@ -200,8 +196,7 @@ impl Conn<'_> {
             "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
              WHERE o.order_id = :order_id AND o.environment = :environment"
         );
-        Ok(c
-            .prepare_cached(&sql)?
+        Ok(c.prepare_cached(&sql)?
             .query_row(
                 named_params! {":order_id": order_id, ":environment": environment.as_str()},
                 order_with_invoice_row,
@@ -213,33 +208,31 @@ impl Conn<'_> {
     pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.update_order_state(current));
         let (order, invoice) = (&current.order, &current.invoice);
-        c
-            .prepare_cached(
-                "UPDATE orders SET status = :status, receive_currency = :receive_currency,
+        c.prepare_cached(
+            "UPDATE orders SET status = :status, receive_currency = :receive_currency,
                         marked_paid = :marked_paid, updated_at = :updated_at
                  WHERE order_id = :order_id",
-            )?
-            .execute(named_params! {
-                ":status": order.status.as_str(),
-                ":receive_currency": order.receive_currency,
-                ":marked_paid": i64::from(order.marked_paid),
-                ":updated_at": order.updated_at.as_millis(),
-                ":order_id": order.order_id,
-            })?;
-        c
-            .prepare_cached(
-                "UPDATE invoices SET status = :status, receive_amount = :receive_amount,
+        )?
+        .execute(named_params! {
+            ":status": order.status.as_str(),
+            ":receive_currency": order.receive_currency,
+            ":marked_paid": i64::from(order.marked_paid),
+            ":updated_at": order.updated_at.as_millis(),
+            ":order_id": order.order_id,
+        })?;
+        c.prepare_cached(
+            "UPDATE invoices SET status = :status, receive_amount = :receive_amount,
                         receive_currency = :receive_currency, expired_at = :expired_at, updated_at = :updated_at
                  WHERE order_id = :order_id",
-            )?
-            .execute(named_params! {
-                ":status": invoice.status.as_str(),
-                ":receive_amount": invoice.receive_amount.to_string(),
-                ":receive_currency": invoice.receive_currency,
-                ":expired_at": invoice.expired_at.as_millis(),
-                ":updated_at": invoice.updated_at.as_millis(),
-                ":order_id": order.order_id,
-            })?;
+        )?
+        .execute(named_params! {
+            ":status": invoice.status.as_str(),
+            ":receive_amount": invoice.receive_amount.to_string(),
+            ":receive_currency": invoice.receive_currency,
+            ":expired_at": invoice.expired_at.as_millis(),
+            ":updated_at": invoice.updated_at.as_millis(),
+            ":order_id": order.order_id,
+        })?;
         Ok(())
     }
 
@@ -270,7 +263,7 @@ impl Conn<'_> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Order>> {
-        let c = sqlite_or!(self, pg => pg.list_orders(ser_id, environment, status, limit, offset));
+        let c = sqlite_or!(self, pg => pg.list_orders(user_id, environment, status, limit, offset));
         let filter = if status.is_some() { "AND o.status = :status" } else { "" };
         let sql = format!(
             "SELECT {ORDER_COLUMNS} FROM orders o
@@ -309,7 +302,10 @@ mod tests {
     fn an_unknown_order_environment_is_corrupt_not_sandbox() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
-        let store = Store::open(&StoreTarget::Sqlite(path.clone()), StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) })?;
+        let store = Store::open(
+            &StoreTarget::Sqlite(path.clone()),
+            StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) },
+        )?;
         let conn = rusqlite::Connection::open(&path)?;
         conn.pragma_update(None, "ignore_check_constraints", true)?;
         conn.execute_batch(

@@ -20,7 +20,7 @@ fn environment(row: &Row<'_>, column: usize, what: &str) -> rusqlite::Result<Env
 }
 
 // Read by position in payment_row, in this order.
-const PAYMENT_COLUMNS: &str = "txid, order_id, amount, currency, state, counts, seen_at, settled_at";
+pub(super) const PAYMENT_COLUMNS: &str = "txid, order_id, amount, currency, state, counts, seen_at, settled_at";
 
 fn payment_row(row: &Row<'_>) -> rusqlite::Result<Payment> {
     Ok(Payment {
@@ -36,7 +36,7 @@ fn payment_row(row: &Row<'_>) -> rusqlite::Result<Payment> {
 }
 
 // Read by position in event_row, in this order.
-const EVENT_COLUMNS: &str =
+pub(super) const EVENT_COLUMNS: &str =
     "event_id, order_id, environment, sequence, type, previous_status, status, payload, created_at";
 
 fn event_row(row: &Row<'_>) -> rusqlite::Result<Event> {
@@ -66,10 +66,9 @@ fn rate_row(row: &Row<'_>) -> rusqlite::Result<Rate> {
 
 impl Conn<'_> {
     pub(crate) fn payment_by_txid(&self, environment: Environment, txid: &str) -> Result<Option<Payment>> {
-        let c = sqlite_or!(self, pg => pg.payment_by_txid(environment, xid));
+        let c = sqlite_or!(self, pg => pg.payment_by_txid(environment, txid));
         let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE environment = :environment AND txid = :txid");
-        Ok(c
-            .prepare_cached(&sql)?
+        Ok(c.prepare_cached(&sql)?
             .query_row(named_params! {":environment": environment.as_str(), ":txid": txid}, payment_row)
             .optional()?)
     }
@@ -84,22 +83,21 @@ impl Conn<'_> {
 
     pub(crate) fn insert_payment(&self, environment: Environment, payment: &Payment) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.insert_payment(environment, payment));
-        c
-            .prepare_cached(
-                "INSERT INTO payments (environment, txid, order_id, amount, currency, state, counts, seen_at, settled_at)
+        c.prepare_cached(
+            "INSERT INTO payments (environment, txid, order_id, amount, currency, state, counts, seen_at, settled_at)
                  VALUES (:environment, :txid, :order_id, :amount, :currency, :state, :counts, :seen_at, :settled_at)",
-            )?
-            .execute(named_params! {
-                ":environment": environment.as_str(),
-                ":txid": payment.txid,
-                ":order_id": payment.order_id,
-                ":amount": payment.amount.to_string(),
-                ":currency": payment.currency,
-                ":state": payment.state.as_str(),
-                ":counts": i64::from(payment.counts),
-                ":seen_at": payment.seen_at.as_millis(),
-                ":settled_at": payment.settled_at.map(Timestamp::as_millis),
-            })?;
+        )?
+        .execute(named_params! {
+            ":environment": environment.as_str(),
+            ":txid": payment.txid,
+            ":order_id": payment.order_id,
+            ":amount": payment.amount.to_string(),
+            ":currency": payment.currency,
+            ":state": payment.state.as_str(),
+            ":counts": i64::from(payment.counts),
+            ":seen_at": payment.seen_at.as_millis(),
+            ":settled_at": payment.settled_at.map(Timestamp::as_millis),
+        })?;
         Ok(())
     }
 
@@ -110,17 +108,16 @@ impl Conn<'_> {
         state: PaymentState,
         at: Timestamp,
     ) -> Result<()> {
-        let c = sqlite_or!(self, pg => pg.settle_payment(environment, xid, state, at));
-        c
-            .prepare_cached(
-                "UPDATE payments SET state = :state, settled_at = :at WHERE environment = :environment AND txid = :txid",
-            )?
-            .execute(named_params! {
-                ":state": state.as_str(),
-                ":at": at.as_millis(),
-                ":environment": environment.as_str(),
-                ":txid": txid,
-            })?;
+        let c = sqlite_or!(self, pg => pg.settle_payment(environment, txid, state, at));
+        c.prepare_cached(
+            "UPDATE payments SET state = :state, settled_at = :at WHERE environment = :environment AND txid = :txid",
+        )?
+        .execute(named_params! {
+            ":state": state.as_str(),
+            ":at": at.as_millis(),
+            ":environment": environment.as_str(),
+            ":txid": txid,
+        })?;
         Ok(())
     }
 
@@ -132,38 +129,36 @@ impl Conn<'_> {
     /// makes the second wait for the first's row lock and then see its number.
     pub(crate) fn take_event_sequence(&self, order_id: &str) -> Result<i64> {
         let c = sqlite_or!(self, pg => pg.take_event_sequence(order_id));
-        c
-            .prepare_cached(
-                "UPDATE orders SET last_event_sequence = last_event_sequence + 1 WHERE order_id = :order_id
+        c.prepare_cached(
+            "UPDATE orders SET last_event_sequence = last_event_sequence + 1 WHERE order_id = :order_id
                  RETURNING last_event_sequence",
-            )?
-            .query_row(named_params! {":order_id": order_id}, |row| row.get(0))
-            .optional()?
-            // The caller loaded this order earlier in the same transaction, so a missing
-            // row is the database contradicting itself, not a request for an unknown order.
-            .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("orders: no row {order_id:?} to number an event of"))))
+        )?
+        .query_row(named_params! {":order_id": order_id}, |row| row.get(0))
+        .optional()?
+        // The caller loaded this order earlier in the same transaction, so a missing
+        // row is the database contradicting itself, not a request for an unknown order.
+        .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("orders: no row {order_id:?} to number an event of"))))
     }
 
     pub(crate) fn insert_event(&self, event: &Event) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.insert_event(event));
-        c
-            .prepare_cached(
-                "INSERT INTO events (event_id, order_id, environment, sequence, type, previous_status, status,
+        c.prepare_cached(
+            "INSERT INTO events (event_id, order_id, environment, sequence, type, previous_status, status,
                                      payload, created_at)
                  VALUES (:event_id, :order_id, :environment, :sequence, :type, :previous_status, :status,
                          :payload, :created_at)",
-            )?
-            .execute(named_params! {
-                ":event_id": event.event_id,
-                ":order_id": event.order_id,
-                ":environment": event.environment.as_str(),
-                ":sequence": event.sequence,
-                ":type": event.event_type.as_str(),
-                ":previous_status": event.previous_status.as_str(),
-                ":status": event.status.as_str(),
-                ":payload": event.payload,
-                ":created_at": event.created_at.as_millis(),
-            })?;
+        )?
+        .execute(named_params! {
+            ":event_id": event.event_id,
+            ":order_id": event.order_id,
+            ":environment": event.environment.as_str(),
+            ":sequence": event.sequence,
+            ":type": event.event_type.as_str(),
+            ":previous_status": event.previous_status.as_str(),
+            ":status": event.status.as_str(),
+            ":payload": event.payload,
+            ":created_at": event.created_at.as_millis(),
+        })?;
         Ok(())
     }
 
@@ -183,33 +178,31 @@ impl Conn<'_> {
 
     pub(crate) fn upsert_rate(&self, rate: &Rate) -> Result<()> {
         let c = sqlite_or!(self, pg => pg.upsert_rate(rate));
-        c
-            .prepare_cached(
-                "INSERT INTO rates (environment, crypto, fiat, rate, valid_until, updated_at)
+        c.prepare_cached(
+            "INSERT INTO rates (environment, crypto, fiat, rate, valid_until, updated_at)
                  VALUES (:environment, :crypto, :fiat, :rate, :valid_until, :updated_at)
                  ON CONFLICT (environment, crypto, fiat) DO UPDATE SET
                     rate = excluded.rate, valid_until = excluded.valid_until, updated_at = excluded.updated_at",
-            )?
-            .execute(named_params! {
-                ":environment": rate.environment.as_str(),
-                ":crypto": rate.crypto,
-                ":fiat": rate.fiat,
-                ":rate": rate.rate.to_string(),
-                ":valid_until": rate.valid_until.map(Timestamp::as_millis),
-                ":updated_at": rate.updated_at.as_millis(),
-            })?;
+        )?
+        .execute(named_params! {
+            ":environment": rate.environment.as_str(),
+            ":crypto": rate.crypto,
+            ":fiat": rate.fiat,
+            ":rate": rate.rate.to_string(),
+            ":valid_until": rate.valid_until.map(Timestamp::as_millis),
+            ":updated_at": rate.updated_at.as_millis(),
+        })?;
         Ok(())
     }
 
     pub(crate) fn rate(&self, environment: Environment, crypto: &str, fiat: &str) -> Result<Option<Rate>> {
         let c = sqlite_or!(self, pg => pg.rate(environment, crypto, fiat));
-        Ok(c
-            .prepare_cached(
-                "SELECT environment, crypto, fiat, rate, valid_until, updated_at FROM rates
+        Ok(c.prepare_cached(
+            "SELECT environment, crypto, fiat, rate, valid_until, updated_at FROM rates
                  WHERE environment = :environment AND crypto = :crypto AND fiat = :fiat",
-            )?
-            .query_row(named_params! {":environment": environment.as_str(), ":crypto": crypto, ":fiat": fiat}, rate_row)
-            .optional()?)
+        )?
+        .query_row(named_params! {":environment": environment.as_str(), ":crypto": crypto, ":fiat": fiat}, rate_row)
+        .optional()?)
     }
 
     pub(crate) fn rates(&self, environment: Environment) -> Result<Vec<Rate>> {

@@ -1,1 +1,262 @@
 //! PostgreSQL twins of the methods in `storage/delivery.rs`.
+
+use postgres::Row;
+
+use super::PgConn;
+use crate::delivery::{DeliveryState, Outbox, Settled, WebhookAttempt};
+use crate::environment::Environment;
+use crate::error::{Error, ErrorKind, Result};
+use crate::mail::{Email, EmailState};
+use crate::storage::delivery::{lease_expired, table, AttemptResult, ClaimedEvent, DeliveryRow, Table, EMAIL_COLUMNS};
+use crate::time::Timestamp;
+
+/// The one lease-expiry rule of the SQLite module ([`lease_expired`]), with its `:now`
+/// named parameter turned into the positional `now` placeholder of the statement.
+fn lease_expired_at(alias: &str, now: &str) -> String {
+    lease_expired(alias).replace(":now", now)
+}
+
+fn attempt_row(row: &Row) -> Result<WebhookAttempt> {
+    Ok(WebhookAttempt {
+        attempt: row.try_get(0)?,
+        url: row.try_get(1)?,
+        started_at: Timestamp(row.try_get(2)?),
+        status: row.try_get::<_, Option<i64>>(3)?.and_then(|s| u16::try_from(s).ok()),
+        latency_ms: row.try_get(4)?,
+        response_excerpt: row.try_get(5)?,
+        error: row.try_get(6)?,
+    })
+}
+
+/// Reads a row of [`EMAIL_COLUMNS`].
+fn email_row(row: &Row) -> Result<Email> {
+    Ok(Email {
+        email_id: row.try_get(0)?,
+        order_id: row.try_get(1)?,
+        recipient: row.try_get(2)?,
+        subject: row.try_get(3)?,
+        text_body: row.try_get(4)?,
+        html_body: row.try_get(5)?,
+        state: super::decode(row, 6, "emails.state", EmailState::parse)?,
+        attempts: row.try_get(7)?,
+        next_attempt_at: Timestamp(row.try_get(8)?),
+        last_error: row.try_get(9)?,
+        sent_at: row.try_get::<_, Option<i64>>(10)?.map(Timestamp),
+        created_at: Timestamp(row.try_get(11)?),
+    })
+}
+
+/// PostgreSQL twins of the outbox methods of [`crate::storage::Conn`] (same names, same
+/// arguments, same results).
+impl PgConn {
+    /// [`crate::storage::Conn::claim_due`] for writers on several hosts at once: the
+    /// SELECT locks the messages it picks and skips those another deliverer is leasing
+    /// right now (`FOR UPDATE OF m SKIP LOCKED`), and the UPDATE leases exactly those.
+    /// The per-order rule stays a `NOT EXISTS` over the earlier messages; an earlier
+    /// message that another deliverer is claiming at this moment is still pending and
+    /// unleased in this snapshot, so a first attempt waits for it, and a conflicting
+    /// commit in between fails this SERIALIZABLE transaction, which is retried whole.
+    pub(crate) fn claim_due(
+        &self,
+        outbox: Outbox,
+        environment: Environment,
+        now: Timestamp,
+        lease_until: Timestamp,
+        lease_token: &str,
+        limit: i64,
+    ) -> Result<Vec<String>> {
+        let Table { name, id, state, pending, sequence, .. } = table(outbox);
+        let (in_order, tie_break) = match sequence {
+            Some(sequence) => (
+                format!(
+                    "AND (m.attempts > 0 OR NOT EXISTS (
+                        SELECT 1 FROM {name} p WHERE p.order_id = m.order_id AND p.{sequence} < m.{sequence}
+                          AND p.{state} = '{pending}' AND (p.attempts = 0 OR NOT ({}))))",
+                    lease_expired_at("p", "$2")
+                ),
+                format!(", m.{sequence}"),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let sql = format!(
+            "SELECT m.{id} FROM {name} m
+             WHERE m.environment = $1 AND m.{state} = '{pending}' AND m.next_attempt_at <= $2
+               AND {} {in_order}
+             ORDER BY m.next_attempt_at, m.created_at{tie_break} LIMIT $3
+             FOR UPDATE OF m SKIP LOCKED",
+            lease_expired_at("m", "$2")
+        );
+        let now_ms = now.as_millis();
+        let claimed = self
+            .query(&sql, &[&environment.as_str(), &now_ms, &limit])?
+            .iter()
+            .map(|row| row.try_get::<_, String>(0))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        if claimed.is_empty() {
+            return Ok(claimed);
+        }
+        self.execute(
+            &format!(
+                "UPDATE {name} SET lease_until = $1, lease_token = $2, attempts = attempts + 1
+                 WHERE {id} = ANY($3)"
+            ),
+            &[&lease_until.as_millis(), &lease_token, &claimed],
+        )?;
+        Ok(claimed)
+    }
+
+    pub(crate) fn finish_attempt(&self, result: &AttemptResult<'_>) -> Result<bool> {
+        let t = table(result.outbox);
+        let (state, next, done_at) = match &result.settled {
+            Settled::Done => (t.done, result.finished_at, Some(result.finished_at.as_millis())),
+            Settled::Retry { at, .. } => (t.pending, *at, None),
+            Settled::Failed(_) => (t.failed, result.finished_at, None),
+            Settled::NoTarget => {
+                let no_target = t.no_target.ok_or_else(|| {
+                    Error::new(ErrorKind::Internal(format!("{} has no state for a message without a target", t.name)))
+                })?;
+                (no_target, result.finished_at, None)
+            }
+        };
+        let changed = self.execute(
+            &format!(
+                "UPDATE {name} SET {state} = $1, next_attempt_at = $2, lease_until = 0, lease_token = NULL,
+                        last_error = $3, {done_at} = COALESCE($4, {done_at})
+                 WHERE {id} = $5 AND lease_token = $6",
+                name = t.name,
+                state = t.state,
+                done_at = t.done_at,
+                id = t.id,
+            ),
+            &[&state, &next.as_millis(), &result.settled.error(), &done_at, &result.id, &result.lease_token],
+        )?;
+        Ok(changed == 1)
+    }
+
+    pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {
+        let Table { name, id, state, pending, .. } = table(outbox);
+        let changed = self.execute(
+            &format!("UPDATE {name} SET {state} = '{pending}', attempts = 0, next_attempt_at = $1 WHERE {id} = $2"),
+            &[&now.as_millis(), &message_id],
+        )?;
+        Ok(changed == 1)
+    }
+
+    pub(crate) fn claimed_event(&self, event_id: &str) -> Result<ClaimedEvent> {
+        let row = self.query_one(
+            "SELECT e.event_id, e.payload, e.attempts, o.webhook_url, o.key_id
+             FROM events e JOIN orders o ON o.order_id = e.order_id WHERE e.event_id = $1",
+            &[&event_id],
+        )?;
+        Ok(ClaimedEvent {
+            event_id: row.try_get(0)?,
+            payload: row.try_get(1)?,
+            attempt: row.try_get(2)?,
+            order_webhook_url: row.try_get(3)?,
+            key_id: row.try_get(4)?,
+        })
+    }
+
+    pub(crate) fn log_webhook_attempt(&self, event_id: &str, log: &WebhookAttempt) -> Result<()> {
+        // `id` is a BIGSERIAL: PostgreSQL numbers the attempts as SQLite's rowid does.
+        self.execute(
+            "INSERT INTO webhook_attempts (event_id, attempt, url, started_at, status, latency_ms,
+                                           response_excerpt, error)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &event_id,
+                &log.attempt,
+                &log.url,
+                &log.started_at.as_millis(),
+                &log.status.map(i64::from),
+                &log.latency_ms,
+                &log.response_excerpt,
+                &log.error,
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn delivery_rows(&self, order_id: &str) -> Result<Vec<DeliveryRow>> {
+        let rows = self.query(
+            "SELECT event_id, delivery_state, attempts, next_attempt_at, delivered_at, last_error
+             FROM events WHERE order_id = $1 ORDER BY sequence",
+            &[&order_id],
+        )?;
+        rows.iter()
+            .map(|row| {
+                Ok(DeliveryRow {
+                    event_id: row.try_get(0)?,
+                    state: super::decode(row, 1, "events.delivery_state", DeliveryState::parse)?,
+                    attempts: row.try_get(2)?,
+                    next_attempt_at: Timestamp(row.try_get(3)?),
+                    delivered_at: row.try_get::<_, Option<i64>>(4)?.map(Timestamp),
+                    last_error: row.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn attempts_for_event(&self, event_id: &str) -> Result<Vec<WebhookAttempt>> {
+        let rows = self.query(
+            "SELECT attempt, url, started_at, status, latency_ms, response_excerpt, error
+             FROM webhook_attempts WHERE event_id = $1 ORDER BY id",
+            &[&event_id],
+        )?;
+        rows.iter().map(attempt_row).collect()
+    }
+
+    pub(crate) fn orders_with_events(&self, environment: Environment, limit: i64) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT order_id FROM events WHERE environment = $1
+             GROUP BY order_id ORDER BY MAX(created_at) DESC LIMIT $2",
+            &[&environment.as_str(), &limit],
+        )?;
+        Ok(rows.iter().map(|row| row.try_get(0)).collect::<std::result::Result<Vec<_>, _>>()?)
+    }
+
+    pub(crate) fn insert_email(&self, environment: Environment, email: &Email) -> Result<()> {
+        self.execute(
+            "INSERT INTO emails (email_id, order_id, environment, recipient, subject, text_body, html_body,
+                                 state, attempts, next_attempt_at, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8)",
+            &[
+                &email.email_id,
+                &email.order_id,
+                &environment.as_str(),
+                &email.recipient,
+                &email.subject,
+                &email.text_body,
+                &email.html_body,
+                &email.created_at.as_millis(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn email(&self, email_id: &str) -> Result<Email> {
+        let row = self.query_one(&format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE email_id = $1"), &[&email_id])?;
+        email_row(&row)
+    }
+
+    pub(crate) fn emails(&self, environment: Environment, order_id: Option<&str>, limit: i64) -> Result<Vec<Email>> {
+        let env = environment.as_str();
+        let rows = match order_id {
+            Some(order_id) => self.query(
+                &format!(
+                    "SELECT {EMAIL_COLUMNS} FROM emails WHERE environment = $1 AND order_id = $2
+                     ORDER BY created_at DESC, email_id DESC LIMIT $3"
+                ),
+                &[&env, &order_id, &limit],
+            )?,
+            None => self.query(
+                &format!(
+                    "SELECT {EMAIL_COLUMNS} FROM emails WHERE environment = $1
+                     ORDER BY created_at DESC, email_id DESC LIMIT $2"
+                ),
+                &[&env, &limit],
+            )?,
+        };
+        rows.iter().map(email_row).collect()
+    }
+}

@@ -73,17 +73,19 @@ impl PgStore {
         })?;
         let server = describe(&config);
         let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::new(ErrorKind::Config(format!("TLS setup for PostgreSQL: {e}"))))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let tls =
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| Error::new(ErrorKind::Config(format!("TLS setup for PostgreSQL: {e}"))))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
         let manager = PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls));
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
             .min_idle(Some(1))
+            // A broken connection fails its transaction, which is retried or reported;
+            // checking each one first would add a round trip to every call.
+            .test_on_check_out(false)
             .connection_timeout(options.busy_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)))
             .build(manager)
             .map_err(|e| Error::new(ErrorKind::Config(format!("cannot connect to PostgreSQL at {server}: {e}"))))?;
@@ -117,8 +119,9 @@ impl PgStore {
         if version > SCHEMA_VERSION {
             return Err(Error::new(ErrorKind::SchemaTooNew { found: version, supported: SCHEMA_VERSION }));
         }
-        let first = usize::try_from(version)
-            .map_err(|_| Error::new(ErrorKind::Corrupt(format!("coinorder_schema.version: unknown value {version}"))))?;
+        let first = usize::try_from(version).map_err(|_| {
+            Error::new(ErrorKind::Corrupt(format!("coinorder_schema.version: unknown value {version}")))
+        })?;
         for sql in MIGRATIONS.iter().skip(first) {
             tx.batch_execute(sql)?;
         }
@@ -166,20 +169,15 @@ impl PgStore {
     /// [`super::Store::read`]: one snapshot.
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let mut once = Some(work);
-        self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, &mut |conn: &Conn<'_>| {
-            match once.take() {
-                Some(work) => work(conn),
-                None => Err(Error::new(ErrorKind::Internal("read ran twice".into()))),
-            }
+        self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, &mut |conn: &Conn<'_>| match once
+            .take()
+        {
+            Some(work) => work(conn),
+            None => Err(Error::new(ErrorKind::Internal("read ran twice".into()))),
         })
     }
 
-    fn transaction<T>(
-        &self,
-        begin: &str,
-        writing: bool,
-        work: &mut dyn FnMut(&Conn<'_>) -> Result<T>,
-    ) -> Result<T> {
+    fn transaction<T>(&self, begin: &str, writing: bool, work: &mut dyn FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
         let mut client = self.connection()?;
         client.batch_execute(begin)?;
         let conn = PgConn { client: RefCell::new(client), writing };

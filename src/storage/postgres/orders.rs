@@ -1,1 +1,265 @@
 //! PostgreSQL twins of the methods in `storage/orders.rs`.
+//!
+//! Each `pub(crate) fn` here is the PostgreSQL twin of the same-named method of
+//! [`Conn`](crate::storage::Conn) in `storage/orders.rs`: same statements, same column
+//! lists (shared with the SQLite module), positional `$n` parameters.
+
+use postgres::types::ToSql;
+use postgres::Row;
+use rust_decimal::Decimal;
+
+use super::{decode, PgConn};
+use crate::environment::Environment;
+use crate::error::Result;
+use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
+use crate::storage::orders::{PriorCreate, INVOICE_COLUMNS, ORDER_COLUMNS, ORDER_COLUMN_COUNT};
+use crate::time::Timestamp;
+
+fn decimal(row: &Row, column: usize, what: &str) -> Result<Decimal> {
+    decode(row, column, what, |text| Decimal::from_str_exact(text).ok())
+}
+
+fn status(row: &Row, column: usize, what: &str) -> Result<OrderStatus> {
+    decode(row, column, what, OrderStatus::parse)
+}
+
+fn order_row(row: &Row) -> Result<Order> {
+    Ok(Order {
+        order_id: row.try_get(0)?,
+        user_id: row.try_get(2)?,
+        environment: decode(row, 1, "orders.environment", |text| text.parse::<Environment>().ok())?,
+        key_id: row.try_get(3)?,
+        merchant_order_id: row.try_get(4)?,
+        title: row.try_get(5)?,
+        description: row.try_get(6)?,
+        callback_url: row.try_get(7)?,
+        webhook_url: row.try_get(8)?,
+        success_url: row.try_get(9)?,
+        cancel_url: row.try_get(10)?,
+        customer_email: row.try_get(11)?,
+        amount: decimal(row, 12, "orders.amount")?,
+        currency: row.try_get(13)?,
+        receive_currency: row.try_get(14)?,
+        status: status(row, 15, "orders.status")?,
+        created_at: Timestamp(row.try_get(16)?),
+        updated_at: Timestamp(row.try_get(17)?),
+        deleted: row.try_get::<_, i64>(18)? != 0,
+        marked_paid: row.try_get::<_, i64>(19)? != 0,
+    })
+}
+
+fn order_with_invoice_row(row: &Row) -> Result<OrderWithInvoice> {
+    let order = order_row(row)?;
+    let invoice = Invoice {
+        invoice_id: row.try_get(ORDER_COLUMN_COUNT)?,
+        order_id: order.order_id.clone(),
+        merchant_order_id: order.merchant_order_id.clone(),
+        amount: decimal(row, ORDER_COLUMN_COUNT + 1, "invoices.amount")?,
+        currency: row.try_get(ORDER_COLUMN_COUNT + 2)?,
+        rate: decimal(row, ORDER_COLUMN_COUNT + 3, "invoices.rate")?,
+        status: status(row, ORDER_COLUMN_COUNT + 4, "invoices.status")?,
+        receive_amount: decimal(row, ORDER_COLUMN_COUNT + 5, "invoices.receive_amount")?,
+        receive_currency: row.try_get(ORDER_COLUMN_COUNT + 6)?,
+        created_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 7)?),
+        expired_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 8)?),
+        updated_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 9)?),
+        address: row.try_get(ORDER_COLUMN_COUNT + 10)?,
+        payment_uri: row.try_get(ORDER_COLUMN_COUNT + 11)?,
+    };
+    Ok(OrderWithInvoice { order, invoice })
+}
+
+impl PgConn {
+    // No row lock: the row, if any, is returned, not changed. A concurrent create with
+    // the same reference is settled by the UNIQUE (user_id, environment,
+    // merchant_order_id) constraint: under SERIALIZABLE, the loser's insert after this
+    // read fails as a serialization failure, and PgStore::write's retry finds the
+    // winner's row here.
+    pub(crate) fn prior_create(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        merchant_order_id: &str,
+    ) -> Result<Option<PriorCreate>> {
+        let row = self.query_opt(
+            "SELECT request_hash, create_response FROM orders
+             WHERE user_id = $1 AND environment = $2 AND merchant_order_id = $3",
+            &[&user_id, &environment.as_str(), &merchant_order_id],
+        )?;
+        row.map(|row| Ok(PriorCreate { request_hash: row.try_get(0)?, create_response: row.try_get(1)? })).transpose()
+    }
+
+    pub(crate) fn insert_order_with_invoice(
+        &self,
+        created: &OrderWithInvoice,
+        request_hash: &[u8],
+        create_response: &str,
+    ) -> Result<()> {
+        let order = &created.order;
+        let amount = order.amount.to_string();
+        let created_at = order.created_at.as_millis();
+        let updated_at = order.updated_at.as_millis();
+        let deleted = i64::from(order.deleted);
+        self.execute(
+            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
+                callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
+                receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+            &[
+                &order.order_id,
+                &order.environment.as_str(),
+                &order.user_id,
+                &order.key_id,
+                &order.merchant_order_id,
+                &order.title,
+                &order.description,
+                &order.callback_url,
+                &order.webhook_url,
+                &order.success_url,
+                &order.cancel_url,
+                &order.customer_email,
+                &amount,
+                &order.currency,
+                &order.receive_currency,
+                &order.status.as_str(),
+                &request_hash,
+                &create_response,
+                &created_at,
+                &updated_at,
+                &deleted,
+            ],
+        )?;
+        let invoice = &created.invoice;
+        let amount = invoice.amount.to_string();
+        let rate = invoice.rate.to_string();
+        let receive_amount = invoice.receive_amount.to_string();
+        let created_at = invoice.created_at.as_millis();
+        let expired_at = invoice.expired_at.as_millis();
+        let updated_at = invoice.updated_at.as_millis();
+        self.execute(
+            "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
+                receive_currency, created_at, expired_at, updated_at, address, payment_uri)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            &[
+                &invoice.invoice_id,
+                &invoice.order_id,
+                &amount,
+                &invoice.currency,
+                &rate,
+                &invoice.status.as_str(),
+                &receive_amount,
+                &invoice.receive_currency,
+                &created_at,
+                &expired_at,
+                &updated_at,
+                &invoice.address,
+                &invoice.payment_uri,
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn order_with_invoice(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        order_id: &str,
+    ) -> Result<Option<OrderWithInvoice>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
+             WHERE o.order_id = $1 AND o.user_id = $2 AND o.environment = $3"
+        );
+        let row = self.query_opt(&sql, &[&order_id, &user_id, &environment.as_str()])?;
+        row.as_ref().map(order_with_invoice_row).transpose()
+    }
+
+    // The read before a state change (`load_for_update`): in a write transaction it locks
+    // the order and invoice rows (FOR UPDATE on a join locks the rows of both tables).
+    pub(crate) fn order_in_environment(
+        &self,
+        environment: Environment,
+        order_id: &str,
+    ) -> Result<Option<OrderWithInvoice>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
+             WHERE o.order_id = $1 AND o.environment = $2{}",
+            self.for_update()
+        );
+        let row = self.query_opt(&sql, &[&order_id, &environment.as_str()])?;
+        row.as_ref().map(order_with_invoice_row).transpose()
+    }
+
+    pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
+        let (order, invoice) = (&current.order, &current.invoice);
+        let marked_paid = i64::from(order.marked_paid);
+        let updated_at = order.updated_at.as_millis();
+        self.execute(
+            "UPDATE orders SET status = $1, receive_currency = $2, marked_paid = $3, updated_at = $4
+             WHERE order_id = $5",
+            &[&order.status.as_str(), &order.receive_currency, &marked_paid, &updated_at, &order.order_id],
+        )?;
+        let receive_amount = invoice.receive_amount.to_string();
+        let expired_at = invoice.expired_at.as_millis();
+        let updated_at = invoice.updated_at.as_millis();
+        self.execute(
+            "UPDATE invoices SET status = $1, receive_amount = $2, receive_currency = $3, expired_at = $4,
+                    updated_at = $5
+             WHERE order_id = $6",
+            &[
+                &invoice.status.as_str(),
+                &receive_amount,
+                &invoice.receive_currency,
+                &expired_at,
+                &updated_at,
+                &order.order_id,
+            ],
+        )?;
+        Ok(())
+    }
+
+    // A plain read: each order it names is then locked by `order_in_environment`.
+    pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT o.order_id FROM invoices i JOIN orders o ON o.order_id = i.order_id
+             WHERE i.status IN ('NEW', 'PENDING') AND i.expired_at <= $1 AND o.environment = $2
+               AND NOT EXISTS (SELECT 1 FROM payments p
+                               WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = 'unconfirmed')
+             ORDER BY i.expired_at LIMIT $3",
+            &[&now, &environment.as_str(), &limit],
+        )?;
+        rows.iter().map(|row| Ok(row.try_get::<_, String>(0)?)).collect()
+    }
+
+    // order_id is a lowercase hyphenated UUID, so its order is the same under any
+    // collation as under SQLite's BINARY one; no COLLATE "C", which would keep the
+    // orders_by_merchant indexes from giving the order.
+    pub(crate) fn list_orders(
+        &self,
+        user_id: i64,
+        environment: Environment,
+        status: Option<OrderStatus>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Order>> {
+        let env = environment.as_str();
+        let status = status.map(OrderStatus::as_str);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&user_id, &env];
+        let filter = match &status {
+            Some(status) => {
+                params.push(status);
+                "AND o.status = $3"
+            }
+            None => "",
+        };
+        let (limit_at, offset_at) = (params.len() + 1, params.len() + 2);
+        params.push(&limit);
+        params.push(&offset);
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders o
+             WHERE o.user_id = $1 AND o.environment = $2 {filter}
+             ORDER BY o.created_at DESC, o.order_id DESC LIMIT ${limit_at} OFFSET ${offset_at}"
+        );
+        let rows = self.query(&sql, &params)?;
+        rows.iter().map(order_row).collect()
+    }
+}
