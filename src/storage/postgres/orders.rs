@@ -15,6 +15,13 @@ use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
 use crate::storage::orders::{PriorCreate, INVOICE_COLUMNS, ORDER_COLUMNS, ORDER_COLUMN_COUNT};
 use crate::time::Timestamp;
 
+/// The order row of `insert_order_with_invoice`.
+const INSERT_ORDER: &str =
+    "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
+        callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
+        receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+
 fn decimal(row: &Row, column: usize, what: &str) -> Result<Decimal> {
     decode(row, column, what, |text| Decimal::from_str_exact(text).ok())
 }
@@ -100,35 +107,47 @@ impl PgConn {
         let created_at = order.created_at.as_millis();
         let updated_at = order.updated_at.as_millis();
         let deleted = i64::from(order.deleted);
-        self.execute(
-            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
-                callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
-                receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
-            &[
-                &order.order_id,
-                &order.environment.as_str(),
-                &order.user_id,
-                &order.key_id,
-                &order.merchant_order_id,
-                &order.title,
-                &order.description,
-                &order.callback_url,
-                &order.webhook_url,
-                &order.success_url,
-                &order.cancel_url,
-                &order.customer_email,
-                &amount,
-                &order.currency,
-                &order.receive_currency,
-                &order.status.as_str(),
-                &request_hash,
-                &create_response,
-                &created_at,
-                &updated_at,
-                &deleted,
-            ],
+        let params: [&(dyn ToSql + Sync); 21] = [
+            &order.order_id,
+            &order.environment.as_str(),
+            &order.user_id,
+            &order.key_id,
+            &order.merchant_order_id,
+            &order.title,
+            &order.description,
+            &order.callback_url,
+            &order.webhook_url,
+            &order.success_url,
+            &order.cancel_url,
+            &order.customer_email,
+            &amount,
+            &order.currency,
+            &order.receive_currency,
+            &order.status.as_str(),
+            &request_hash,
+            &create_response,
+            &created_at,
+            &updated_at,
+            &deleted,
+        ];
+        // SQLite's single writer makes `prior_create` + this insert atomic. Here a
+        // concurrent create with the same merchant reference may commit between the two,
+        // and PostgreSQL reports the plain insert's unique violation as such (not as a
+        // serialization failure) unless the earlier read went through that unique index,
+        // which the planner does not promise (on small tables it picks
+        // orders_by_merchant_status, and racing identical creates got 500s). ON CONFLICT
+        // DO NOTHING on that key is exact: under SERIALIZABLE, a conflicting row this
+        // snapshot cannot see (the racing winner's) raises a serialization failure, so
+        // PgStore::write retries and `prior_create` then finds the winner; a row this
+        // snapshot can see skips the insert, and the plain insert below then fails with
+        // the same unique violation SQLite reports.
+        let inserted = self.execute(
+            &format!("{INSERT_ORDER} ON CONFLICT (user_id, environment, merchant_order_id) DO NOTHING"),
+            &params,
         )?;
+        if inserted == 0 {
+            self.execute(INSERT_ORDER, &params)?;
+        }
         let invoice = &created.invoice;
         let amount = invoice.amount.to_string();
         let rate = invoice.rate.to_string();
