@@ -258,7 +258,7 @@ impl Service {
         let now = self.now();
         let token = keys::random_base62(24);
         let lease_until = now.plus_ms(Outbox::Webhooks.lease_ms(self.config().webhook_timeout));
-        let claimed = self.store.write(|db| {
+        let claimed = self.store.write_outbox(|db| {
             let ids = db.claim_due(Outbox::Webhooks, self.environment(), now, lease_until, &token, size as i64)?;
             ids.iter().map(|id| db.claimed_event(id)).collect::<Result<Vec<_>>>()
         })?;
@@ -306,7 +306,7 @@ impl Service {
 
         // Everything is settled (times read, jitter drawn) before the write, and counted
         // after it: `Store::write` may run this closure more than once.
-        self.store.write(|db| {
+        self.store.write_outbox(|db| {
             for (result, log) in &finished {
                 db.finish_attempt(result)?;
                 if let Some(log) = log {
@@ -489,7 +489,7 @@ impl Service {
     pub fn redeliver(&self, event_id: &str) -> Result<()> {
         self.event(event_id)?;
         let now = self.now();
-        if self.store.write(|db| db.requeue(Outbox::Webhooks, event_id, now))? {
+        if self.store.write_outbox(|db| db.requeue(Outbox::Webhooks, event_id, now))? {
             Ok(())
         } else {
             Err(Error::new(ErrorKind::EventNotFound(event_id.to_string())))

@@ -170,7 +170,7 @@ impl Service {
         let mut report = EmailReport::default();
         while report.attempted < limit && !stopped() {
             let now = self.now();
-            let Some(email) = self.store.write(|db| {
+            let Some(email) = self.store.write_outbox(|db| {
                 let ids = db.claim_due(Outbox::Emails, self.environment(), now, now.plus_ms(lease_ms), &token, 1)?;
                 ids.first().map(|id| db.email(id)).transpose()
             })?
@@ -196,7 +196,7 @@ impl Service {
                 (Err(e), Ok(_)) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
             };
             let result = self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome);
-            self.store.write(|db| db.finish_attempt(&result))?;
+            self.store.write_outbox(|db| db.finish_attempt(&result))?;
             report.count(&result.settled);
         }
         Ok(report)

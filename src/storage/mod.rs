@@ -110,6 +110,21 @@ impl Store {
         }
     }
 
+    /// [`Store::write`] for the outbox: claims, lease-guarded finishes and requeues.
+    ///
+    /// Their safety rests on row locks (`FOR UPDATE SKIP LOCKED`) and lease tokens, not
+    /// on serializability, so on PostgreSQL they run `READ COMMITTED`: under
+    /// `SERIALIZABLE` a wave's finish, which touches many events while orders keep
+    /// writing new ones, was cancelled as a conflict again and again under load, and its
+    /// results lost. On SQLite (one writer) it is [`Store::write`].
+    pub(crate) fn write_outbox<T>(&self, work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(store) => store.write(work),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.write_with("BEGIN ISOLATION LEVEL READ COMMITTED", work),
+        }
+    }
+
     /// Runs `work` in one write transaction if that can start without waiting, else
     /// returns `None`. For bookkeeping that must never make a read wait.
     pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {

@@ -132,11 +132,17 @@ impl PgStore {
 
     /// [`super::Store::write`]: one `SERIALIZABLE` transaction, retried whole while the
     /// database answers with a conflict, for at most the busy timeout.
-    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        self.write_with("BEGIN ISOLATION LEVEL SERIALIZABLE", work)
+    }
+
+    /// A write transaction opened by `begin`, retried whole while the database answers
+    /// with a conflict, for at most the busy timeout.
+    pub(crate) fn write_with<T>(&self, begin: &str, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
         let deadline = Instant::now() + self.busy_timeout;
         let mut attempt: u32 = 0;
         loop {
-            let outcome = self.transaction("BEGIN ISOLATION LEVEL SERIALIZABLE", true, &mut work);
+            let outcome = self.transaction(begin, true, &mut work);
             match outcome {
                 Err(error) if is_conflict(&error) && Instant::now() < deadline => {
                     attempt += 1;
