@@ -64,8 +64,14 @@ impl WireRequest {
 
     /// The first value of header `name` (case-insensitive).
     pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        first_header(&self.headers, name)
     }
+}
+
+/// The first value of header `name` in `headers` (names compare case-insensitively),
+/// for requests and responses alike.
+fn first_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 /// An HTTP response: status, headers and a JSON body.
@@ -110,7 +116,7 @@ impl WireResponse {
 
     /// The first value of header `name` (case-insensitive).
     pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        first_header(&self.headers, name)
     }
 
     /// The body parsed as JSON (`Value::Null` if it is not JSON).
