@@ -219,7 +219,7 @@ impl Engine {
         let mut config = Config::new(Environment::Sandbox);
         config.rate_limit = RateLimit::OFF;
         config.secret_key_path = secret_key_path;
-        if !config.synchronous_full {
+        if !config.sqlite.synchronous_full {
             return Err("expected synchronous=FULL as the default".into());
         }
         let service = Service::open(target, config)?;

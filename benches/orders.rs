@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut config = Config::new(Environment::Sandbox);
         config.rate_limit = RateLimit::OFF;
-        config.synchronous_full = synchronous_full;
+        config.sqlite.synchronous_full = synchronous_full;
         let service = Service::open(dir.path().join("bench.db"), config)?;
         let key = service.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })?;
         let merchant = service.authenticate(Some(key.plain_key.expose()))?;

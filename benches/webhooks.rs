@@ -79,7 +79,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Setup writes with synchronous=NORMAL (only the setup); deliveries run with the
     // default FULL.
     let mut setup_config = config(8);
-    setup_config.synchronous_full = false;
+    setup_config.sqlite.synchronous_full = false;
     let setup = Service::open(&db, setup_config)?;
     let key = setup.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })?;
     let merchant = setup.authenticate(Some(key.plain_key.expose()))?;

@@ -153,9 +153,11 @@ pub struct Config {
     pub pay_currencies: Vec<String>,
     /// The `pay_currency` used when a request names none.
     pub default_pay_currency: String,
-    /// `synchronous=FULL` (true, the default: money) or `NORMAL` (false, faster).
-    pub synchronous_full: bool,
-    /// How long a write waits for another connection or process to finish.
+    /// Settings that only mean something for a SQLite file (ignored on PostgreSQL).
+    pub sqlite: SqliteOptions,
+    /// How long a write waits for another connection or process to finish (SQLite's
+    /// busy timeout; on PostgreSQL how long a write waits for a row lock and retries
+    /// conflicts). After it, the write fails as busy (HTTP 503).
     pub busy_timeout: Duration,
     /// Where the key that encrypts webhook secrets at rest lives. `None`: beside the
     /// database, at `<database path>.key`.
@@ -182,6 +184,20 @@ pub struct Config {
     pub address_source: Option<Arc<dyn crate::addresses::AddressSource>>,
 }
 
+/// What only a SQLite file has: [`Config::sqlite`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// `synchronous=FULL` (true, the default: money; every commit survives a power cut)
+    /// or `NORMAL` (false, faster; a power cut may lose the last commits, never corrupts).
+    pub synchronous_full: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions { synchronous_full: true }
+    }
+}
+
 impl Config {
     /// Defaults for `environment`: payment page at `http://127.0.0.1:8080/pay`, rate
     /// limit 100/s, invoice TTL 30 min, pay currencies USDT, USDC, BTC, ETH (USDT default).
@@ -194,7 +210,7 @@ impl Config {
             invoice_ttl: Duration::from_secs(30 * 60),
             pay_currencies: ["USDT", "USDC", "BTC", "ETH"].iter().map(|c| c.to_string()).collect(),
             default_pay_currency: "USDT".to_string(),
-            synchronous_full: true,
+            sqlite: SqliteOptions::default(),
             busy_timeout: Duration::from_secs(30),
             secret_key_path: None,
             clock: Arc::new(SystemClock),
@@ -310,7 +326,7 @@ impl Config {
                 "rate_limit" => rate = Some(whole(name, value, 0, u64::from(u32::MAX))?),
                 "rate_burst" => burst = Some(whole(name, value, 1, u64::from(u32::MAX))?),
                 "synchronous" => {
-                    config.synchronous_full = match text(name, value)?.as_str() {
+                    config.sqlite.synchronous_full = match text(name, value)?.as_str() {
                         "full" => true,
                         "normal" => false,
                         _ => return Err(bad(name, "must be \"full\" or \"normal\"")),
@@ -379,7 +395,7 @@ mod options_tests {
         assert_eq!(config.environment, Environment::Live);
         assert_eq!(config.invoice_ttl, Duration::from_secs(60));
         assert_eq!(config.rate_limit.per_second, 0);
-        assert!(!config.synchronous_full);
+        assert!(!config.sqlite.synchronous_full);
         assert_eq!(
             (config.pay_currencies.as_slice(), config.default_pay_currency.as_str()),
             (&["BTC".to_string()][..], "BTC")

@@ -377,13 +377,29 @@ pub struct StorageError {
 impl StorageError {
     /// Wraps a backend's error; `busy` marks lock contention that a retry may cure.
     pub(crate) fn new(busy: bool, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        StorageError { message: source.to_string(), busy, source: Some(Box::new(source)) }
+        StorageError { message: with_causes(&source), busy, source: Some(Box::new(source)) }
     }
 
     /// True when the database was busy or locked by another connection.
     pub fn is_busy(&self) -> bool {
         self.busy
     }
+}
+
+/// An error and its causes on one line (`db error: ERROR: canceling statement due to
+/// lock timeout`): some database crates' own text names only the outermost layer.
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let inner_text = inner.to_string();
+        if !text.ends_with(&inner_text) {
+            text.push_str(": ");
+            text.push_str(&inner_text);
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 #[cfg(test)]

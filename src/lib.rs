@@ -63,7 +63,7 @@ mod worker;
 pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
-pub use config::{Clock, Config, ManualClock, RateLimit, SmtpConfig, SystemClock, MAX_INVOICE_TTL_SECS};
+pub use config::{Clock, Config, ManualClock, RateLimit, SmtpConfig, SqliteOptions, SystemClock, MAX_INVOICE_TTL_SECS};
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
@@ -82,7 +82,7 @@ pub use secrets::SecretString;
 #[cfg(feature = "server")]
 pub use server::{Server, ServerHandle, ServerLimits};
 pub use service::Service;
-pub use storage::SCHEMA_VERSION;
+pub use storage::{StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};
 pub use worker::Worker;

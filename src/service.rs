@@ -53,6 +53,10 @@ pub(crate) fn canonical_order_id(order_id: &str) -> Result<String> {
         .map_err(|_| Error::new(ErrorKind::OrderNotFound))
 }
 
+/// The environment variable naming the secret key file when a PostgreSQL service's
+/// config does not (DESIGN §11).
+pub const SECRET_KEY_FILE_VARIABLE: &str = "COINORDER_SECRET_KEY_FILE";
+
 impl Service {
     /// Opens (creating and migrating if needed) the database at `target` and serves
     /// `config.environment` from it.
@@ -63,17 +67,25 @@ impl Service {
     ///
     /// Webhook signing secrets are encrypted with a key kept in `config.secret_key_path`:
     /// on SQLite by default `<path>.key`, created on first use; on PostgreSQL the file must
-    /// be given and must exist, since every host has to use the same key (create it once
-    /// with `head -c 32 /dev/urandom | base64 > FILE`).
+    /// be given (in the config, or else in the environment variable
+    /// `COINORDER_SECRET_KEY_FILE`, so that the same deployment setting serves the CLI and
+    /// every binding) and must exist, since every host has to use the same key (create it
+    /// once with `head -c 32 /dev/urandom | base64 > FILE`).
     pub fn open(target: impl AsRef<Path>, config: Config) -> Result<Service> {
         config.validate()?;
         let target = StoreTarget::parse(target.as_ref());
-        let key_path = match (&target, &config.secret_key_path) {
+        let from_environment = match (&target, &config.secret_key_path) {
+            (StoreTarget::Postgres(_), None) => std::env::var_os(SECRET_KEY_FILE_VARIABLE)
+                .filter(|value| !value.is_empty())
+                .map(std::path::PathBuf::from),
+            _ => None,
+        };
+        let key_path = match (&target, config.secret_key_path.as_ref().or(from_environment.as_ref())) {
             (StoreTarget::Sqlite(path), _) => config.secret_key_path_for(path),
             (StoreTarget::Postgres(_), None) => {
                 return Err(Error::new(ErrorKind::Config(
                     "a PostgreSQL database needs the secret key file every host shares: set secret_key_file \
-                     (COINORDER_SECRET_KEY_FILE, --secret-key-file); create it once with \
+                     (or COINORDER_SECRET_KEY_FILE, --secret-key-file); create it once with \
                      `head -c 32 /dev/urandom | base64 > FILE`"
                         .into(),
                 )))
@@ -90,7 +102,7 @@ impl Service {
         };
         let store = Store::open(
             &target,
-            StoreOptions { synchronous_full: config.synchronous_full, busy_timeout: config.busy_timeout },
+            StoreOptions { synchronous_full: config.sqlite.synchronous_full, busy_timeout: config.busy_timeout },
         )?;
         let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
@@ -112,6 +124,13 @@ impl Service {
     /// The configuration the service runs with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// True when a read never waits on a lock or the network (a SQLite file in WAL
+    /// mode): such reads may run on a thread that must not block, as the HTTP server's
+    /// runtime threads do. A PostgreSQL read is a round trip to the server.
+    pub fn reads_are_local(&self) -> bool {
+        self.store.is_local()
     }
 
     /// The environment this service serves.

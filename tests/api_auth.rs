@@ -167,6 +167,7 @@ fn default_rate_limit_is_100_per_second_with_burst_100() {
     let clock = Arc::new(ManualClock::new(T0_MS));
     let mut cfg = coinorder::Config::new(Environment::Sandbox);
     cfg.clock = clock.clone();
+    cfg.secret_key_path = common::shared_key_file();
     assert_eq!(cfg.rate_limit, RateLimit { per_second: 100, burst: 100 });
     let svc = Service::open(db_path(&dir), cfg).expect("open");
     let (key, _) = new_key(&svc, 1, Environment::Sandbox);
@@ -294,26 +295,24 @@ fn storage_failure_is_500_without_internals() {
     h.create(&minimal_order());
     // Break the storage under the service: drop every order/invoice table.
     {
-        let conn = rusqlite::Connection::open(h.db()).expect("raw connection");
-        conn.busy_timeout(std::time::Duration::from_secs(10)).expect("busy timeout");
-        let tables: Vec<String> = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .expect("prepare")
-            .query_map([], |row| row.get::<_, String>(0))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
+        let mut db = common::RawDb::open(&h.db());
+        let tables = db.tables();
         let doomed: Vec<&String> = tables.iter().filter(|t| t.contains("order") || t.contains("invoice")).collect();
         assert!(!doomed.is_empty(), "no order tables found in {tables:?}");
-        conn.execute_batch("PRAGMA foreign_keys = OFF").expect("fk off");
+        if !common::on_postgres() {
+            db.batch("PRAGMA foreign_keys = OFF");
+        }
         for table in doomed {
-            conn.execute_batch(&format!("DROP TABLE \"{table}\"")).expect("drop");
+            let cascade = if common::on_postgres() { " CASCADE" } else { "" };
+            db.batch(&format!("DROP TABLE IF EXISTS \"{table}\"{cascade}"));
         }
     }
     for resp in [h.get("/v1/orders"), h.post(&minimal_order())] {
         let msg = assert_error(&resp, 500, "InternalServerError");
         let lower = msg.to_lowercase();
-        for leak in ["sqlite", "table", "sql", "rusqlite", "no such", "/tmp", ".db"] {
+        for leak in
+            ["sqlite", "table", "sql", "rusqlite", "postgres", "relation", "no such", "/tmp", ".db", "127.0.0.1"]
+        {
             assert!(!lower.contains(leak), "500 leaks internals ({leak}): {msg}");
         }
     }

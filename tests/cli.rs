@@ -1,7 +1,7 @@
 //! The `coinorder` binary, run for real in temporary directories.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -9,19 +9,52 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "common/backend.rs"]
+mod backend;
 mod smtp_support;
 
+use backend::{cli_key_file, database_created, db_arg, db_named, on_postgres, postgres_server, shared_key_file};
 use smtp_support::SmtpSink;
 
 const BIN: &str = env!("CARGO_BIN_EXE_coinorder");
 /// Upper bound for the server to start, answer, or stop.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The binary with a clean environment: no `COINORDER_DB` from the caller's shell.
+/// The binary run in `dir` with a clean environment: no `COINORDER_DB` or
+/// `COINORDER_SECRET_KEY_FILE` from the caller's shell.
+///
+/// On PostgreSQL both name the test's own: `COINORDER_DB` the directory's default
+/// database ([`default_db`]), so that a command without `--db` works on it as it works on
+/// `./coinorder.db` on SQLite (`--db` still wins), and the shared key file that opening
+/// PostgreSQL needs.
 fn coinorder(dir: &Path) -> Command {
     let mut command = Command::new(BIN);
-    command.current_dir(dir).env_remove("COINORDER_DB");
+    command.current_dir(dir).env_remove("COINORDER_DB").env_remove("COINORDER_SECRET_KEY_FILE");
+    if let Some(key_file) = cli_key_file() {
+        command.env("COINORDER_DB", default_db(dir)).env("COINORDER_SECRET_KEY_FILE", key_file);
+    }
     command
+}
+
+/// [`coinorder`] without `COINORDER_DB` on either backend: the database comes from `--db`,
+/// the settings file's `db`, or the default `./coinorder.db`, for the tests of that choice.
+fn coinorder_without_db_env(dir: &Path) -> Command {
+    let mut command = coinorder(dir);
+    command.env_remove("COINORDER_DB");
+    command
+}
+
+/// The database a command run in `dir` without `--db` uses: `dir/coinorder.db`, or on
+/// PostgreSQL the one [`coinorder`] names in `COINORDER_DB`.
+fn default_db(dir: &Path) -> PathBuf {
+    db_named(dir, "coinorder.db")
+}
+
+/// Opens the library on the directory's default database (see [`default_db`]) with
+/// `config`, sharing the CLI's key file on PostgreSQL.
+fn open_service(dir: &Path, mut config: coinorder::Config) -> coinorder::Service {
+    config.secret_key_path = shared_key_file();
+    coinorder::Service::open(default_db(dir), config).expect("open service")
 }
 
 fn run(dir: &Path, args: &[&str]) -> Output {
@@ -30,7 +63,11 @@ fn run(dir: &Path, args: &[&str]) -> Output {
 
 /// Runs a command that must succeed and print one JSON document.
 fn run_json(dir: &Path, args: &[&str]) -> Value {
-    let output = run(dir, args);
+    json_output(run(dir, args), args)
+}
+
+/// The one JSON document a command printed; it must have succeeded.
+fn json_output(output: Output, args: &[&str]) -> Value {
     assert!(
         output.status.success(),
         "coinorder {args:?} failed ({}): {}",
@@ -49,9 +86,10 @@ fn stderr(output: &Output) -> String {
 fn key_lifecycle() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
+    let keys_db = db_arg(dir, "keys.db");
 
     // --db before the subcommand.
-    let create = ["--db", "keys.db", "keys", "create", "--user-id", "7", "--env", "sandbox"];
+    let create = ["--db", keys_db.as_str(), "keys", "create", "--user-id", "7", "--env", "sandbox"];
     let created = run_json(dir, &[&create[..], &["--webhook-url", "https://shop.example/hook"]].concat());
     let id = created["id"].as_str().expect("id").to_string();
     let plain = created["key"].as_str().expect("plain key").to_string();
@@ -63,14 +101,14 @@ fn key_lifecycle() {
     assert_eq!(created["status"], json!("active"));
     assert_eq!(created["webhook_url"], json!("https://shop.example/hook"));
     assert!(created["created_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{created}");
-    assert!(dir.join("keys.db").exists());
+    assert!(database_created(&db_named(dir, "keys.db")));
 
-    let live = run_json(dir, &["keys", "create", "--user-id", "7", "--env", "live", "--db", "keys.db"]);
+    let live = run_json(dir, &["keys", "create", "--user-id", "7", "--env", "live", "--db", &keys_db]);
     assert!(live["key"].as_str().is_some_and(|k| k.starts_with("prod_")), "{live}");
     assert_eq!(live["webhook_url"], Value::Null);
 
     // --db after the subcommand; list shows both keys and never a plain key or secret.
-    let output = run(dir, &["keys", "list", "--db", "keys.db"]);
+    let output = run(dir, &["keys", "list", "--db", &keys_db]);
     assert!(output.status.success(), "{}", stderr(&output));
     let listed_text = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(!listed_text.contains(&plain) && !listed_text.contains(&secret), "{listed_text}");
@@ -82,29 +120,29 @@ fn key_lifecycle() {
     assert_eq!(first.get("webhook_secret"), None);
     assert_eq!(first["status"], json!("active"));
 
-    let key = run_json(dir, &["--db", "keys.db", "keys", "deactivate", &id]);
+    let key = run_json(dir, &["--db", &keys_db, "keys", "deactivate", &id]);
     assert_eq!((&key["id"], &key["status"]), (&json!(id), &json!("inactive")));
-    let key = run_json(dir, &["--db", "keys.db", "keys", "activate", &id]);
+    let key = run_json(dir, &["--db", &keys_db, "keys", "activate", &id]);
     assert_eq!(key["status"], json!("active"));
-    let key = run_json(dir, &["--db", "keys.db", "keys", "set-webhook", &id, "https://other.example/events"]);
+    let key = run_json(dir, &["--db", &keys_db, "keys", "set-webhook", &id, "https://other.example/events"]);
     assert_eq!(key["webhook_url"], json!("https://other.example/events"));
-    let key = run_json(dir, &["--db", "keys.db", "keys", "clear-webhook", &id]);
+    let key = run_json(dir, &["--db", &keys_db, "keys", "clear-webhook", &id]);
     assert_eq!(key["webhook_url"], Value::Null);
-    let key = run_json(dir, &["--db", "keys.db", "keys", "rotate-secret", &id]);
+    let key = run_json(dir, &["--db", &keys_db, "keys", "rotate-secret", &id]);
     let rotated = key["webhook_secret"].as_str().expect("new secret");
     assert!(rotated.starts_with("whsec_") && rotated != secret, "{key}");
     assert_eq!(key.get("key"), None, "rotation never shows the plain key");
 
-    let deleted = run_json(dir, &["--db", "keys.db", "keys", "delete", &id]);
+    let deleted = run_json(dir, &["--db", &keys_db, "keys", "delete", &id]);
     assert_eq!(deleted, json!({ "deleted": id }));
-    let listed = run_json(dir, &["--db", "keys.db", "keys", "list"]);
+    let listed = run_json(dir, &["--db", &keys_db, "keys", "list"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
 
     // A deleted or unknown id is an error with a message, exit status 1.
     for args in
         [["keys", "activate", id.as_str()], ["keys", "delete", "key_nope"], ["keys", "clear-webhook", "key_nope"]]
     {
-        let output = coinorder(dir).arg("--db").arg("keys.db").args(args).output().expect("run");
+        let output = coinorder(dir).arg("--db").arg(&keys_db).args(args).output().expect("run");
         assert_eq!(output.status.code(), Some(1), "{args:?}");
         let message = stderr(&output);
         assert!(message.starts_with("error: ") && message.contains("not found"), "{message}");
@@ -141,6 +179,29 @@ fn invalid_input_is_reported() {
     let output = run(dir, &["--db", "no/such/dir/x.db", "keys", "list"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
+
+    // A PostgreSQL server that cannot be reached: an error naming it without its password,
+    // after the busy timeout (short here: only `serve` reads `limits.busy_timeout_ms`).
+    // It needs no server, so it runs on either backend.
+    write_key_file(&dir.join("shared.key"));
+    std::fs::write(dir.join("fast.toml"), "[limits]\nbusy_timeout_ms = 1000\n").expect("write config");
+    let unreachable = "postgres://coinorder:hunter2@127.0.0.1:1/nowhere";
+    let output =
+        serve_until_exit(dir, &["--db", unreachable, "--secret-key-file", "shared.key", "--config", "fast.toml"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: cannot open database postgres://coinorder:***@127.0.0.1:1/nowhere: "),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "the password was printed: {message}");
+}
+
+/// Writes a secret key file (32 bytes, base64) at `path`, readable by its owner only.
+fn write_key_file(path: &Path) {
+    std::fs::write(path, "Y29pbm9yZGVyLWNsaS10ZXN0LWtleS0zMi1ieXRlcyE=").expect("write key file");
+    #[cfg(unix)]
+    set_mode(path, 0o600);
 }
 
 #[test]
@@ -148,25 +209,27 @@ fn database_location_defaults_and_env_var() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
 
-    // Default: ./coinorder.db in the working directory.
+    // Default: ./coinorder.db in the working directory. (A server has no default: on
+    // PostgreSQL `coinorder` names the directory's database in COINORDER_DB instead.)
     let created = run_json(dir, &["keys", "create", "--user-id", "1", "--env", "sandbox"]);
-    assert!(dir.join("coinorder.db").exists());
+    assert!(database_created(&default_db(dir)));
 
-    // COINORDER_DB picks another file; --db wins over it.
+    // COINORDER_DB picks another database; --db wins over it.
+    let env_db = db_named(dir, "env.db");
     let output = coinorder(dir)
-        .env("COINORDER_DB", dir.join("env.db"))
+        .env("COINORDER_DB", &env_db)
         .args(["keys", "create", "--user-id", "2", "--env", "live"])
         .output()
         .expect("run");
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(dir.join("env.db").exists());
-    let in_env_db = run_json(dir, &["keys", "list", "--db", "env.db"]);
+    assert!(database_created(&env_db));
+    let in_env_db = run_json(dir, &["keys", "list", "--db", &db_arg(dir, "env.db")]);
     assert_eq!(in_env_db.as_array().map(Vec::len), Some(1));
     assert_eq!(in_env_db[0]["user_id"], json!(2));
 
     let output = coinorder(dir)
-        .env("COINORDER_DB", dir.join("env.db"))
-        .args(["keys", "list", "--db", "coinorder.db"])
+        .env("COINORDER_DB", &env_db)
+        .args(["keys", "list", "--db", &db_arg(dir, "coinorder.db")])
         .output()
         .expect("run");
     let listed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
@@ -361,14 +424,15 @@ fn serve_answers_requests_and_stops_on_sigterm() {
 fn serve_options_reach_the_service() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
-    let created = run_json(dir, &["--db", "opts.db", "keys", "create", "--user-id", "9", "--env", "sandbox"]);
+    let opts_db = db_arg(dir, "opts.db");
+    let created = run_json(dir, &["--db", &opts_db, "keys", "create", "--user-id", "9", "--env", "sandbox"]);
     let key = created["key"].as_str().expect("key");
 
     let (mut server, addr) = ServeProcess::start(
         dir,
         &[
             "--db",
-            "opts.db",
+            &opts_db,
             "--payment-page-url",
             "https://pay.example/checkout",
             "--rate-limit",
@@ -427,17 +491,17 @@ fn serve_reports_an_address_in_use() {
 
 // ----- Rates, sandbox simulation, orders (issue 3) -----
 
-/// The library over the same database file the CLI uses, to create orders to act on.
+/// The library over the same database the CLI uses, to create orders to act on.
 struct Shop {
     service: coinorder::Service,
     merchant: coinorder::Merchant,
 }
 
 impl Shop {
-    /// A service for `environment` over `dir/coinorder.db` with a fresh key of user 77.
+    /// A service for `environment` over the directory's default database (`coinorder.db`)
+    /// with a fresh key of user 77.
     fn open(dir: &Path, environment: coinorder::Environment) -> Shop {
-        let service = coinorder::Service::open(dir.join("coinorder.db"), coinorder::Config::new(environment))
-            .expect("open service");
+        let service = open_service(dir, coinorder::Config::new(environment));
         let created = service
             .create_key(coinorder::NewApiKey { user_id: 77, environment, webhook_url: None })
             .expect("create key");
@@ -478,9 +542,14 @@ fn number_text(value: &Value) -> String {
 fn rates_set_list_delete_round_trip() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
-    // Only `rates set` creates the database; listing before it is an error.
-    let message = run_fails(dir, &["rates", "list", "--env", "live"]);
-    assert!(message.starts_with("error: no database at ./coinorder.db"), "{message}");
+    // Only `rates set` creates the database file; listing before it is an error. A
+    // database on a server exists before any command, so there listing finds nothing.
+    if on_postgres() {
+        assert_eq!(run_json(dir, &["rates", "list", "--env", "live"]), json!([]));
+    } else {
+        let message = run_fails(dir, &["rates", "list", "--env", "live"]);
+        assert!(message.starts_with("error: no database at ./coinorder.db"), "{message}");
+    }
 
     // Many digits, set and listed exactly; codes are accepted in any case.
     let set = run_json(
@@ -1012,9 +1081,7 @@ fn webhooks_and_emails_commands_print_json() {
     let created =
         run_json(dir, &["keys", "create", "--user-id", "4", "--env", "sandbox", "--webhook-url", &receiver.url()]);
     let (key, secret) = (created["key"].as_str().expect("key"), created["webhook_secret"].as_str().expect("secret"));
-    let service =
-        coinorder::Service::open(dir.join("coinorder.db"), coinorder::Config::new(coinorder::Environment::Sandbox))
-            .expect("open service");
+    let service = open_service(dir, coinorder::Config::new(coinorder::Environment::Sandbox));
     let order_id = order_with_email(&service, key, "bob@customer.example");
     let paid = run_json(dir, &["sandbox", "pay", &order_id]);
     let event_id = paid["events"][0]["event_id"].as_str().expect("event id").to_string();
@@ -1228,12 +1295,15 @@ fn serve_reads_a_config_file_and_flags_win() {
     let dir = dir.path();
     let mut sink = SmtpSink::start();
     std::fs::create_dir(dir.join("conf")).expect("mkdir");
-    let created = run_json(dir, &["--db", "conf/shop.db", "keys", "create", "--user-id", "3", "--env", "live"]);
+    let shop_db = db_arg(dir, "conf/shop.db");
+    let created = run_json(dir, &["--db", &shop_db, "keys", "create", "--user-id", "3", "--env", "live"]);
     let key = created["key"].as_str().expect("key");
-    run_json(dir, &["--db", "conf/shop.db", "rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    run_json(dir, &["--db", &shop_db, "rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    // The file's `db`: a file relative to it, or on PostgreSQL the server URL.
+    let file_db = if on_postgres() { shop_db.clone() } else { "shop.db".to_string() };
     let config = format!(
         "# test settings\n\
-         db = \"shop.db\"\n\
+         db = \"{file_db}\"\n\
          [server]\n\
          env = \"live\"\n\
          addr = \"127.0.0.1:0\"\n\
@@ -1251,7 +1321,7 @@ fn serve_reads_a_config_file_and_flags_win() {
     std::fs::write(dir.join("conf/coinorder.toml"), config).expect("write config");
 
     // The file names env, addr and db (relative to the file); one flag overrides it.
-    let mut child = coinorder(dir)
+    let mut child = coinorder_without_db_env(dir)
         .args(["serve", "--config", "conf/coinorder.toml", "--payment-page-url", "https://pay.example/flag"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1283,7 +1353,7 @@ fn serve_reads_a_config_file_and_flags_win() {
     assert_eq!(status, 201, "the key in conf/shop.db is accepted: {body}");
     let order_id = body["data"]["order_id"].as_str().expect("order_id");
     assert_eq!(body["payment_url"], json!(format!("https://pay.example/flag?id={order_id}")));
-    let order = run_json(dir, &["--db", "conf/shop.db", "orders", "show", "--env", "live", order_id]);
+    let order = run_json(dir, &["--db", &shop_db, "orders", "show", "--env", "live", order_id]);
     let ttl = order["invoice"]["expired_at_t"].as_i64().expect("expiry")
         - chrono_ms(order["invoice"]["created_at"].as_str().expect("created_at"));
     assert_eq!(ttl, 600_000, "invoice_ttl from the file: {order}");
@@ -1296,10 +1366,12 @@ fn serve_reads_a_config_file_and_flags_win() {
     sink.stop();
 
     // The other commands read db and env from the same file.
-    let emails = run_json(dir, &["emails", "list", "--config", "conf/coinorder.toml"]);
+    let from_file =
+        |args: &[&str]| json_output(coinorder_without_db_env(dir).args(args).output().expect("run coinorder"), args);
+    let emails = from_file(&["emails", "list", "--config", "conf/coinorder.toml"]);
     assert_eq!(emails.as_array().map(Vec::len), Some(1), "{emails}");
     assert_eq!(emails[0]["state"], json!("sent"));
-    assert_eq!(run_json(dir, &["emails", "list", "--config", "conf/coinorder.toml", "--env", "sandbox"]), json!([]));
+    assert_eq!(from_file(&["emails", "list", "--config", "conf/coinorder.toml", "--env", "sandbox"]), json!([]));
 
     // Unknown keys and bad values are errors naming the key; nothing starts.
     std::fs::write(dir.join("bad.toml"), "[server]\nenv = \"live\"\nlisten = \"127.0.0.1:0\"\n").expect("write");
@@ -1382,7 +1454,7 @@ fn live_refuses_private_webhook_targets_unless_allowed() {
     // A host that allows private targets sets it (as if its DNS answer changed later).
     let mut lenient = coinorder::Config::new(coinorder::Environment::Live);
     lenient.allow_private_webhook_targets = true;
-    let service = coinorder::Service::open(dir.join("coinorder.db"), lenient).expect("open service");
+    let service = open_service(dir, lenient);
     service.set_key_webhook_url(key_id, Some(&receiver.url())).expect("lenient service sets the target");
     run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
     let order_id = order_with_email(&service, key, "erin@customer.example");
@@ -1600,13 +1672,15 @@ fn commands_never_create_a_database_by_accident() {
         assert_eq!(stderr(&output), expected("shpo.db"), "{args:?}");
         assert!(output.stdout.is_empty(), "{args:?}");
     }
-    // The default path, COINORDER_DB, and `db` from a settings file alike.
-    assert_eq!(stderr(&run(dir, &["keys", "list"])), expected("./coinorder.db"));
+    // The default path, COINORDER_DB, and `db` from a settings file alike (files on
+    // either backend: nothing here names a server).
+    let output = coinorder_without_db_env(dir).args(["keys", "list"]).output();
+    assert_eq!(stderr(&output.expect("run")), expected("./coinorder.db"));
     let output = coinorder(dir).env("COINORDER_DB", "env.db").args(["orders", "show", "--env", "live", id]).output();
     assert_eq!(stderr(&output.expect("run")), expected("env.db"));
     std::fs::write(dir.join("settings.toml"), "db = \"from-file.db\"\n").expect("write settings");
-    let output = run(dir, &["webhooks", "list", "--config", "settings.toml"]);
-    assert_eq!(stderr(&output), expected("./from-file.db"), "relative to the settings file");
+    let output = coinorder_without_db_env(dir).args(["webhooks", "list", "--config", "settings.toml"]).output();
+    assert_eq!(stderr(&output.expect("run")), expected("./from-file.db"), "relative to the settings file");
     // Nothing was created: neither a database nor its key file.
     let mut left: Vec<String> = std::fs::read_dir(dir)
         .expect("read dir")
@@ -1616,23 +1690,43 @@ fn commands_never_create_a_database_by_accident() {
     left.sort();
     assert_eq!(left, ["settings.toml"], "files created by read-only commands");
 
+    // A server's database is never created either, not even by `serve`: a mistyped name
+    // is an error naming it (quickly: only `serve` reads `limits.busy_timeout_ms`).
+    if let Some(server) = postgres_server() {
+        let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base);
+        let name = format!("t{}_mistyped", std::process::id());
+        let mistyped = format!("{base}/{name}");
+        std::fs::write(dir.join("fast.toml"), "[limits]\nbusy_timeout_ms = 1000\n").expect("write config");
+        let output = serve_until_exit(dir, &["--db", &mistyped, "--config", "fast.toml"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert!(
+            stderr(&output).starts_with(&format!("error: cannot open database {mistyped}: ")),
+            "{}",
+            stderr(&output)
+        );
+        let found = backend::RawDb::open(Path::new(&server))
+            .strings(&format!("SELECT datname FROM pg_database WHERE datname = '{name}'"));
+        assert_eq!(found, Vec::<String>::new(), "serve created {mistyped}");
+    }
+
     // The commands that make a database still do, and then the others work on it.
-    run_json(dir, &["--db", "rates.db", "rates", "set", "--env", "live", "BTC", "USD", "1"]);
-    assert!(dir.join("rates.db").exists() && dir.join("rates.db.key").exists());
-    assert_eq!(run_json(dir, &["--db", "rates.db", "keys", "list"]), json!([]));
-    run_json(dir, &["--db", "keys.db", "keys", "create", "--user-id", "1", "--env", "sandbox"]);
-    assert_eq!(run_json(dir, &["--db", "keys.db", "rates", "list", "--env", "live"]), json!([]));
-    let (mut server, _addr) = ServeProcess::start(dir, &["--db", "served.db"]);
-    assert!(dir.join("served.db").exists(), "serve creates its database");
+    run_json(dir, &["--db", &db_arg(dir, "rates.db"), "rates", "set", "--env", "live", "BTC", "USD", "1"]);
+    assert!(database_created(&db_named(dir, "rates.db")));
+    // On PostgreSQL the key file is the shared one, which coinorder never creates.
+    assert!(on_postgres() || dir.join("rates.db.key").exists());
+    assert_eq!(run_json(dir, &["--db", &db_arg(dir, "rates.db"), "keys", "list"]), json!([]));
+    run_json(dir, &["--db", &db_arg(dir, "keys.db"), "keys", "create", "--user-id", "1", "--env", "sandbox"]);
+    assert_eq!(run_json(dir, &["--db", &db_arg(dir, "keys.db"), "rates", "list", "--env", "live"]), json!([]));
+    let (mut server, _addr) = ServeProcess::start(dir, &["--db", &db_arg(dir, "served.db")]);
+    assert!(database_created(&db_named(dir, "served.db")), "serve creates its database");
     assert_eq!(server.terminate().code(), Some(0));
-    assert_eq!(run_json(dir, &["--db", "served.db", "webhooks", "list"]), json!([]));
+    assert_eq!(run_json(dir, &["--db", &db_arg(dir, "served.db"), "webhooks", "list"]), json!([]));
 }
 
 // ----- File permissions (serve refuses an open database or key file) -----
 
 /// Runs `serve` with `args`, which must exit on its own within [`TIMEOUT`] (a refusal
 /// must not hang the test if the server starts after all); returns its output.
-#[cfg(unix)]
 fn serve_until_exit(dir: &Path, args: &[&str]) -> Output {
     let mut child = coinorder(dir)
         .args(["serve", "--env", "sandbox", "--addr", "127.0.0.1:0"])
@@ -1669,6 +1763,9 @@ fn mode_of(path: &Path) -> u32 {
 #[cfg(unix)]
 #[test]
 fn serve_refuses_a_database_open_to_others() {
+    if on_postgres() {
+        return; // file modes: a database on a server has none (its key file's: the next test)
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     // A fresh database and key file are private, so serve starts on them.
@@ -1715,6 +1812,25 @@ fn serve_refuses_a_key_file_open_to_others() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     run_json(dir, &["keys", "create", "--user-id", "1", "--env", "sandbox"]);
+    if on_postgres() {
+        // The shared key file (a copy: others use it) is checked alone: the database is
+        // no file. A path with a space is quoted so the chmod can be pasted.
+        std::fs::create_dir(dir.join("my keys")).expect("mkdir");
+        for (name, shown) in [("shared.key", "shared.key"), ("my keys/shared", "'my keys/shared'")] {
+            std::fs::copy(cli_key_file().expect("key file"), dir.join(name)).expect("copy the key file");
+            set_mode(&dir.join(name), 0o644);
+            let output = serve_until_exit(dir, &["--secret-key-file", name]);
+            assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+            let message = stderr(&output);
+            assert!(message.starts_with(&format!("error: permissions 0644 for '{name}' are too open: ")), "{message}");
+            assert!(message.contains(&format!("chmod 600 {shown}, or pass --allow-open-permissions")), "{message}");
+            // Private again, it serves.
+            set_mode(&dir.join(name), 0o600);
+            let (mut server, _addr) = ServeProcess::start(dir, &["--secret-key-file", name]);
+            assert_eq!(server.terminate().code(), Some(0));
+        }
+        return;
+    }
     set_mode(&dir.join("coinorder.db.key"), 0o644);
     let output = serve_until_exit(dir, &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));

@@ -26,6 +26,7 @@ const CHILD_ORDERS: usize = 300;
 fn config() -> Config {
     let mut config = Config::new(Environment::Sandbox);
     config.rate_limit = RateLimit::OFF;
+    config.secret_key_path = shared_key_file();
     config
 }
 

@@ -2,7 +2,7 @@
 //!
 //! The parent test re-runs this test binary as a child process (the ignored test
 //! `crash_child`) that creates orders and pays, confirms, rejects, cancels and expires
-//! them in a loop over a shared SQLite file, while a second thread keeps delivering
+//! them in a loop over a shared database (a SQLite file, or PostgreSQL: `tests/common/backend.rs`), while a second thread keeps delivering
 //! webhooks to a receiver that fails every request. The parent kills the child with
 //! SIGKILL at random points, many times, then checks that every committed state change
 //! has exactly one event (per-order `sequence` 1..n, each event's `previous_status` the
@@ -13,6 +13,8 @@
 // A test: a failed unwrap is a failed check.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "crash_support/receiver.rs"]
 mod receiver;
 
@@ -60,6 +62,7 @@ fn child_config() -> Config {
     // Short, so that many events reach `failed` inside the child and must be redelivered.
     config.retry_schedule = [20, 40].into_iter().map(Duration::from_millis).collect();
     config.delivery_concurrency = 8;
+    config.secret_key_path = backend::shared_key_file();
     config
 }
 
@@ -378,7 +381,7 @@ fn order_violations(service: &Service, order_id: &str) -> Vec<String> {
     bad.into_iter().map(|b| format!("order {order_id}: {b}")).collect()
 }
 
-/// What SQLite itself says after the kills.
+/// What the database itself says after the kills.
 struct FileCheck {
     orders: i64,
     events: i64,
@@ -386,24 +389,23 @@ struct FileCheck {
     leased: Option<i64>,
 }
 
-fn sqlite_check(db: &Path) -> FileCheck {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
-    assert_eq!(integrity, "ok", "SQLite integrity_check after the kills");
-    let orders: i64 = conn.query_row("SELECT count(*) FROM orders", [], |r| r.get(0)).unwrap();
-    let events: i64 = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
+/// Counts straight from the database; on SQLite, also its own `integrity_check`.
+fn database_check(db: &Path) -> FileCheck {
+    let mut raw = backend::RawDb::open(db);
+    if !backend::on_postgres() {
+        assert_eq!(raw.strings("PRAGMA integrity_check"), ["ok"], "SQLite integrity_check after the kills");
+    }
+    let count = |raw: &mut backend::RawDb, sql: &str| -> i64 { raw.strings(sql)[0].parse().unwrap() };
+    let orders = count(&mut raw, "SELECT count(*) FROM orders");
+    let events = count(&mut raw, "SELECT count(*) FROM events");
     let now = chrono::Utc::now().timestamp_millis();
-    let leased = conn.query_row("SELECT count(*) FROM events WHERE lease_until > ?1", [now], |r| r.get(0)).ok();
+    let leased = Some(count(&mut raw, &format!("SELECT count(*) FROM events WHERE lease_until > {now}")));
     FileCheck { orders, events, leased }
 }
 
-/// Shows the checks are not vacuous: on a copy of the database, losing an order's last
+/// Shows the checks are not vacuous: once the run is over, losing an order's last
 /// state-changing event, or the first of several, is reported.
-fn checks_catch_lost_events(dir: &Path, db: &Path, events: &[coinorder::Event]) {
-    let copy = dir.join("mutated.db");
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()]).unwrap();
-    drop(conn);
+fn checks_catch_lost_events(db: &Path, events: &[coinorder::Event]) {
     let mut last: HashMap<&str, &coinorder::Event> = HashMap::new();
     for event in events {
         last.insert(event.order_id.as_str(), event);
@@ -413,13 +415,13 @@ fn checks_catch_lost_events(dir: &Path, db: &Path, events: &[coinorder::Event]) 
         .iter()
         .find(|e| e.sequence == 1 && last[e.order_id.as_str()].sequence > 1 && e.order_id != lose_last.order_id)
         .unwrap();
-    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let mut raw = backend::RawDb::open(db);
     for event in [lose_last, lose_first] {
-        conn.execute("DELETE FROM webhook_attempts WHERE event_id = ?1", [&event.event_id]).unwrap();
-        conn.execute("DELETE FROM events WHERE event_id = ?1", [&event.event_id]).unwrap();
+        raw.execute("DELETE FROM webhook_attempts WHERE event_id = ?1", &[&event.event_id]);
+        raw.execute("DELETE FROM events WHERE event_id = ?1", &[&event.event_id]);
     }
-    drop(conn);
-    let mutated = Service::open(&copy, child_config()).unwrap();
+    drop(raw);
+    let mutated = Service::open(db, child_config()).unwrap();
     for event in [lose_last, lose_first] {
         assert!(
             !order_violations(&mutated, &event.order_id).is_empty(),
@@ -435,7 +437,7 @@ fn checks_catch_lost_events(dir: &Path, db: &Path, events: &[coinorder::Event]) 
 fn sigkill_at_random_points_loses_no_event_and_delivers_every_one() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let db: PathBuf = dir.path().join("crash.db");
+    let db: PathBuf = backend::db_in(dir.path());
     // Bound before the first child starts, so the URLs the children write are right.
     // While the children run it fails every request (500 or a dropped connection).
     let receiver = Receiver::start(Mode::Fail).unwrap();
@@ -471,7 +473,7 @@ fn sigkill_at_random_points_loses_no_event_and_delivers_every_one() {
     let child_requests = receiver.requests();
 
     // ----- every committed state change has exactly one event -----
-    let file = sqlite_check(&db);
+    let file = database_check(&db);
     let clock = Arc::new(ManualClock::new(chrono::Utc::now().timestamp_millis() + 2 * 24 * 3600 * 1000));
     let mut config = child_config();
     config.clock = clock.clone();
@@ -499,7 +501,6 @@ fn sigkill_at_random_points_loses_no_event_and_delivers_every_one() {
     let unique: HashSet<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     assert_eq!(unique.len(), events.len(), "duplicate event ids");
     assert!(!events.is_empty(), "the children produced no event");
-    checks_catch_lost_events(dir.path(), &db, &events);
 
     // ----- deliver everything to a receiver that now accepts -----
     let mut states_before: BTreeMap<String, usize> = BTreeMap::new();
@@ -591,4 +592,5 @@ fn sigkill_at_random_points_loses_no_event_and_delivers_every_one() {
     );
     drop(service);
     drop(receiver);
+    checks_catch_lost_events(&db, &events);
 }

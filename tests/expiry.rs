@@ -26,7 +26,7 @@ fn expire_due_moves_ten_thousand_orders_in_one_call() {
     const N: usize = 10_000;
     const { assert!(N > 2 * EXPIRY_BATCH, "the test must span several batches") };
     // NORMAL sync only to create the fixture quickly; expiry is the same code either way.
-    let h = harness_with(Environment::Sandbox, |c| c.synchronous_full = false);
+    let h = harness_with(Environment::Sandbox, |c| c.sqlite.synchronous_full = false);
     let m = merchant(&h);
     let request = CreateOrder { currency: "USD".into(), amount: dec("10"), ..Default::default() };
     let started = Instant::now();

@@ -4,6 +4,9 @@
 //! token's base units, on the Sepolia test network in the sandbox), and the payment page's
 //! "Open in wallet" link.
 
+#[path = "common/backend.rs"]
+mod backend;
+
 use coinorder::money::{coin_decimals, Decimal};
 use coinorder::{Config, Environment, Invoice, NewApiKey, Service, WireRequest};
 use serde_json::{json, Value};
@@ -24,7 +27,8 @@ impl Shop {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = Config::new(Environment::Sandbox);
         config.pay_currencies = ["USDT", "USDC", "ETH", "BTC", "LTC"].iter().map(|c| c.to_string()).collect();
-        let service = Service::open(dir.path().join("coinorder.db"), config).expect("open service");
+        config.secret_key_path = backend::shared_key_file();
+        let service = Service::open(backend::db_in(dir.path()), config).expect("open service");
         let created = service
             .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
             .expect("create key");

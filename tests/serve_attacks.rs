@@ -39,6 +39,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "common/backend.rs"]
+mod backend;
+
+use backend::{cli_key_file, db_named, RawDb};
+
 const BIN: &str = env!("CARGO_BIN_EXE_coinorder");
 
 // The `[limits]` every server here runs with: short, so that the tests can watch them.
@@ -76,7 +81,8 @@ struct Serve {
     child: Child,
     pid: u32,
     addr: SocketAddr,
-    /// The database file (the temporary directory lives as long as this).
+    /// The database: the SQLite file (the temporary directory lives as long as this), or
+    /// with COINORDER_TEST_POSTGRES the URL of a PostgreSQL database of its own.
     db: PathBuf,
     _dir: tempfile::TempDir,
     /// A valid sandbox key.
@@ -93,11 +99,12 @@ struct Serve {
 impl Serve {
     fn start(options: Options) -> Serve {
         let dir = tempfile::tempdir().expect("temp dir");
-        let db = dir.path().join("orders.db");
+        let db = db_named(dir.path(), "orders.db");
         let db_arg = db.to_str().expect("UTF-8 temp path").to_string();
         let created = Command::new(BIN)
             .current_dir(dir.path())
             .env_remove("COINORDER_DB")
+            .envs(key_file_env())
             .args(["--db", &db_arg, "keys", "create", "--env", "sandbox", "--user-id", "1"])
             .output()
             .expect("run coinorder keys create");
@@ -133,6 +140,7 @@ impl Serve {
             .args(args)
             .current_dir(dir.path())
             .env_remove("COINORDER_DB")
+            .envs(key_file_env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -322,6 +330,12 @@ impl Drop for Serve {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The environment that gives `coinorder` the shared secret key file on PostgreSQL,
+/// which opening a PostgreSQL database needs (none on SQLite: `<db>.key` is the default).
+fn key_file_env() -> Vec<(&'static str, PathBuf)> {
+    cli_key_file().map(|path| ("COINORDER_SECRET_KEY_FILE", path)).into_iter().collect()
 }
 
 fn config_text(extra_limits: &str) -> String {
@@ -1137,7 +1151,8 @@ fn a_flood_of_connections_under_a_low_open_file_limit() {
 }
 
 /// Holds the database's write lock from another connection (another process, as far as
-/// the server knows) until told to let go, or 4 s at most.
+/// the server knows) until told to let go, or 4 s at most: SQLite's `BEGIN IMMEDIATE`,
+/// PostgreSQL's exclusive lock on `orders` (see [`RawDb::hold_write_lock`]).
 struct WriteLock {
     release: mpsc::Sender<()>,
     thread: Option<JoinHandle<()>>,
@@ -1149,12 +1164,11 @@ impl WriteLock {
         let (release, release_rx) = mpsc::channel::<()>();
         let db = db.to_path_buf();
         let thread = thread::spawn(move || {
-            let connection = rusqlite::Connection::open(&db).expect("open the database");
-            connection.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
-            connection.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+            let mut connection = RawDb::open(&db);
+            connection.hold_write_lock();
             let _ = locked_tx.send(());
             let _ = release_rx.recv_timeout(Duration::from_secs(4));
-            connection.execute_batch("ROLLBACK").expect("release the write lock");
+            connection.batch("ROLLBACK");
         });
         locked_rx.recv_timeout(Duration::from_secs(6)).expect("the write lock taken");
         WriteLock { release, thread: Some(thread) }

@@ -13,6 +13,9 @@ use std::time::Duration;
 use coinorder::{Config, Environment, ErrorKind, NewApiKey, RateLimit, Server, ServerHandle, Service};
 use serde_json::{json, Value};
 
+#[path = "common/backend.rs"]
+mod backend;
+
 /// Upper bound for anything a healthy server does in these tests.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -30,7 +33,10 @@ impl Fixture {
         let mut config = Config::new(Environment::Sandbox);
         // The concurrency tests send far more than the default 100 requests per second.
         config.rate_limit = RateLimit::OFF;
-        let service = Arc::new(Service::open(dir.path().join("orders.db"), config).expect("open service"));
+        // A SQLite file in `dir`, or with COINORDER_TEST_POSTGRES a PostgreSQL database of its own.
+        config.secret_key_path = backend::shared_key_file();
+        let db = backend::db_named(dir.path(), "orders.db");
+        let service = Arc::new(Service::open(db, config).expect("open service"));
         let created = service
             .create_key(NewApiKey { user_id: 42, environment: Environment::Sandbox, webhook_url: None })
             .expect("create key");

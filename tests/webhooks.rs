@@ -368,10 +368,8 @@ fn an_event_whose_signing_secret_cannot_be_read_is_retried_without_holding_up_th
     let order = env.svc.create_order(&other, &request).expect("order").order.order.order_id;
     let broken = env.pay(&order, "10").remove(0);
     // The second key's sealed secret is damaged on disk.
-    let db = rusqlite::Connection::open(env.db_path()).expect("open db");
-    let changed = db
-        .execute("UPDATE api_keys SET webhook_secret_enc = 'damaged' WHERE id = ?1", [&other_key.key.id])
-        .expect("damage");
+    let mut db = RawDb::open(&env.db_path());
+    let changed = db.execute("UPDATE api_keys SET webhook_secret_enc = 'damaged' WHERE id = ?1", &[&other_key.key.id]);
     assert_eq!(changed, 1);
 
     let report = env.deliver();
@@ -449,6 +447,7 @@ fn live_refuses_a_loopback_target_unless_allowed() {
     let (_, on_key) = lenient.paid_order(None);
     let mut config = coinorder::Config::new(Environment::Live);
     config.clock = Arc::new(coinorder::ManualClock::new(lenient.now_ms()));
+    config.secret_key_path = support::backend::shared_key_file();
     let strict = Service::open(lenient.db_path(), config).expect("strict service");
     assert!(!strict.config().allow_private_webhook_targets, "refusing is the default");
 

@@ -24,7 +24,7 @@ use coinorder::money::{to_json_number, Decimal};
 use coinorder::render;
 use coinorder::{
     Config, DeliveryState, Email, EmailReport, EmailState, Environment, EventDelivery, Merchant, NewApiKey, RateLimit,
-    Server, ServerLimits, Service, SimulateAction, SmtpConfig, Timestamp,
+    Server, ServerLimits, Service, SimulateAction, SmtpConfig, StoreTarget, Timestamp,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -616,8 +616,14 @@ impl DbPath {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    /// Database file; relative paths are relative to the settings file's directory.
+    /// Database file or server URL; relative paths are relative to the settings file's
+    /// directory.
     db: Option<PathBuf>,
+    /// The key file sealing webhook secrets (required on PostgreSQL); relative to the
+    /// settings file's directory. `--secret-key-file` wins over it.
+    secret_key_file: Option<PathBuf>,
+    #[serde(default)]
+    sqlite: SqliteSection,
     #[serde(default)]
     server: ServerSection,
     #[serde(default)]
@@ -626,6 +632,14 @@ struct FileConfig {
     smtp: SmtpSection,
     #[serde(default)]
     limits: LimitsSection,
+}
+
+/// `[sqlite]`: what only a SQLite database file has.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqliteSection {
+    /// "full" (the default) or "normal".
+    synchronous: Option<String>,
 }
 
 /// `[limits]`: the bounds of the HTTP server (`ServerLimits`), in bytes and seconds.
@@ -717,7 +731,8 @@ struct SmtpSection {
 
 /// Every key the settings file may have, by section ("" for the top level).
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
-    ("", &["db", "server", "webhooks", "smtp", "limits"]),
+    ("", &["db", "secret_key_file", "sqlite", "server", "webhooks", "smtp", "limits"]),
+    ("sqlite", &["synchronous"]),
     (
         "server",
         &[
@@ -761,10 +776,16 @@ fn load_config(path: Option<&Path>) -> CliResult<FileConfig> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read the config file {}: {e}", path.display()))?;
     let mut file = parse_config(&text).map_err(|e| format!("config file {}: {e}", path.display()))?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if let Some(db) = &file.db {
-        if db.is_relative() {
-            let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // A relative file path is relative to the settings file; a server URL is not a path.
+        if db.is_relative() && !is_server(db) {
             file.db = Some(base.join(db));
+        }
+    }
+    if let Some(key_file) = &file.secret_key_file {
+        if key_file.is_relative() {
+            file.secret_key_file = Some(base.join(key_file));
         }
     }
     Ok(file)
@@ -803,6 +824,11 @@ fn parse_config(text: &str) -> Result<FileConfig, String> {
     if let Some(timeout) = file.webhooks.timeout_secs {
         if !(1..=MAX_WEBHOOK_TIMEOUT).contains(&timeout) {
             return Err(format!("webhooks.timeout_secs must be 1 to {MAX_WEBHOOK_TIMEOUT} seconds, got {timeout}"));
+        }
+    }
+    if let Some(synchronous) = &file.sqlite.synchronous {
+        if synchronous != "full" && synchronous != "normal" {
+            return Err(format!("sqlite.synchronous must be \"full\" or \"normal\", got {synchronous:?}"));
         }
     }
     Ok(file)
@@ -861,24 +887,12 @@ fn open(db: &Path, mut config: Config) -> CliResult<Service> {
 
 /// True for a PostgreSQL URL (`postgres://`, `postgresql://`) rather than a file path.
 fn is_server(db: &Path) -> bool {
-    let text = db.to_string_lossy();
-    text.starts_with("postgres://") || text.starts_with("postgresql://")
+    StoreTarget::parse(db).is_server()
 }
 
 /// The database as messages show it: a URL without its password.
 fn shown_target(db: &Path) -> String {
-    if !is_server(db) {
-        return db.display().to_string();
-    }
-    match url::Url::parse(&db.to_string_lossy()) {
-        Ok(mut url) => {
-            if url.password().is_some() {
-                let _ = url.set_password(Some("***"));
-            }
-            url.to_string()
-        }
-        Err(_) => "(unparsable PostgreSQL URL)".to_string(),
-    }
+    StoreTarget::parse(db).to_string()
 }
 
 /// Opens a database that must already exist: every command but `keys create`, `serve`
@@ -952,6 +966,15 @@ fn print_json(value: &Value) -> CliResult<()> {
     writeln!(stdout, "{text}").and_then(|()| stdout.flush()).map_err(|e| format!("cannot write to stdout: {e}"))
 }
 
+/// The settings file's storage settings (`secret_key_file`, `[sqlite]`) on `config`;
+/// `--secret-key-file` / `COINORDER_SECRET_KEY_FILE` win over the file.
+fn apply_storage_settings(config: &mut Config, file: &FileConfig) {
+    config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten().or_else(|| file.secret_key_file.clone());
+    if let Some(synchronous) = &file.sqlite.synchronous {
+        config.sqlite.synchronous_full = synchronous != "normal";
+    }
+}
+
 fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let file = load_config(args.config.as_deref())?;
     let Some(env) = args.env.or(file.server.env) else {
@@ -973,7 +996,7 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
 
     let mut config = Config::new(environment);
-    config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
+    apply_storage_settings(&mut config, &file);
     config.invoice_ttl = Duration::from_secs(args.invoice_ttl.or(settings.invoice_ttl).unwrap_or(DEFAULT_INVOICE_TTL));
     config.payment_page_url = args
         .payment_page_url
@@ -1122,6 +1145,7 @@ fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
     };
     let file = load_config(scope.config.as_deref())?;
     let mut config = Config::new(scope_environment(scope, &file));
+    apply_storage_settings(&mut config, &file);
     if let WebhooksCommand::Deliver { send, .. } = &command {
         apply_send_settings(&mut config, send, &file)?;
     }
@@ -1159,6 +1183,7 @@ fn emails(db: &DbPath, command: EmailsCommand) -> CliResult<()> {
     };
     let file = load_config(scope.config.as_deref())?;
     let mut config = Config::new(scope_environment(scope, &file));
+    apply_storage_settings(&mut config, &file);
     if let EmailsCommand::Send { send, .. } = &command {
         apply_send_settings(&mut config, send, &file)?;
         if config.smtp.is_none() {
@@ -1418,6 +1443,12 @@ mod tests {
         assert_eq!(file.server.threads, Some(DEFAULT_THREADS));
         assert_eq!(file.webhooks.timeout_secs, Some(15));
         assert_eq!(file.smtp.from.as_deref(), Some(DEFAULT_SMTP_FROM));
+        assert_eq!(file.sqlite.synchronous.as_deref(), Some("full"));
+        let mut config = Config::new(Environment::Sandbox);
+        let normal = parse_config("secret_key_file = \"k.key\"\n[sqlite]\nsynchronous = \"normal\"").expect("parses");
+        apply_storage_settings(&mut config, &normal);
+        assert!(!config.sqlite.synchronous_full);
+        assert_eq!(config.secret_key_path, Some(PathBuf::from("k.key")));
         // Every known key is documented in the example (set or commented out).
         for (section, keys) in KNOWN_KEYS {
             if !section.is_empty() {
@@ -1441,6 +1472,8 @@ mod tests {
             ("[server]\ninvoice_ttl = \"30m\"", "invoice_ttl"),
             ("[server]\nenv = \"staging\"", "staging"),
             ("[[server]]\nenv = \"live\"", "server"),
+            ("[sqlite]\nsynchronous = \"off\"", "sqlite.synchronous"),
+            ("[sqlite]\nbusy_timeout = 5", "`sqlite.busy_timeout`"),
         ] {
             let error = parse_config(text).expect_err(text);
             assert!(error.contains(named), "{text:?}: {error}");

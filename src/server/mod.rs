@@ -181,10 +181,12 @@ struct Shared {
     read_lane: Arc<Semaphore>,
     /// One permit per thread answering writes.
     write_lane: Arc<Semaphore>,
-    /// Reads answered on the runtime's own threads, one per thread: a read never waits
-    /// for a lock (WAL) and takes tens of microseconds, and answering it in place saves
-    /// the two thread wake-ups of a hand-off, most of a small request's cost. Reads
-    /// beyond these go to the read threads.
+    /// Reads answered on the runtime's own threads, one per thread: a SQLite read never
+    /// waits for a lock (WAL) and takes tens of microseconds, and answering it in place
+    /// saves the two thread wake-ups of a hand-off, most of a small request's cost. Reads
+    /// beyond these go to the read threads, and so do all PostgreSQL reads (a network
+    /// round trip must not hold a runtime thread, and the blocking client may not run
+    /// inside the runtime).
     inline_reads: Semaphore,
     http: hyper::server::conn::http1::Builder,
 }
@@ -217,12 +219,13 @@ fn run(server: Server, threads: usize, mut stop: watch::Receiver<Option<Duration
         .writev(false)
         .keep_alive(true);
     let cap = limits.connection_cap();
+    let inline_reads = if server.service.reads_are_local() { io_threads } else { 0 };
     let shared = Arc::new(Shared {
         service: server.service,
         in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
         read_lane: Arc::new(Semaphore::new(threads)),
         write_lane: Arc::new(Semaphore::new(write_threads)),
-        inline_reads: Semaphore::new(io_threads),
+        inline_reads: Semaphore::new(inline_reads),
         limits,
         http,
     });

@@ -43,9 +43,11 @@ use crate::error::{Error, ErrorKind, Result, StorageError};
 pub(crate) use delivery::{AttemptResult, ClaimedEvent};
 pub(crate) use keys::KeyRow;
 
-/// Where the data lives: DESIGN §11 picks the backend from the target string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoreTarget {
+/// Where the data lives: DESIGN §11 picks the backend from the target string given to
+/// [`crate::Service::open`], `--db` or `COINORDER_DB`. Displayed without any password, so
+/// messages may show it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreTarget {
     /// A SQLite database file.
     Sqlite(PathBuf),
     /// A PostgreSQL server (`postgres://` or `postgresql://` URL).
@@ -54,13 +56,44 @@ pub(crate) enum StoreTarget {
 
 impl StoreTarget {
     /// `postgres://...` and `postgresql://...` name a server; anything else is a file path.
-    pub(crate) fn parse(target: &Path) -> StoreTarget {
+    pub fn parse(target: &Path) -> StoreTarget {
         let text = target.to_string_lossy();
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             StoreTarget::Postgres(text.into_owned())
         } else {
             StoreTarget::Sqlite(target.to_path_buf())
         }
+    }
+}
+
+impl StoreTarget {
+    /// True for a database server (a URL), false for a file.
+    pub fn is_server(&self) -> bool {
+        !matches!(self, StoreTarget::Sqlite(_))
+    }
+}
+
+impl std::fmt::Display for StoreTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreTarget::Sqlite(path) => write!(f, "{}", path.display()),
+            StoreTarget::Postgres(text) => match url::Url::parse(text) {
+                Ok(mut url) => {
+                    if url.password().is_some() {
+                        let _ = url.set_password(Some("***"));
+                    }
+                    write!(f, "{url}")
+                }
+                Err(_) => f.write_str("(unparsable PostgreSQL URL)"),
+            },
+        }
+    }
+}
+
+/// Debug shows what Display shows: a URL may carry a password.
+impl std::fmt::Debug for StoreTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreTarget({self})")
     }
 }
 
@@ -72,6 +105,13 @@ pub(crate) enum Store {
     /// A PostgreSQL server.
     #[cfg(feature = "postgres")]
     Postgres(postgres::PgStore),
+}
+
+impl Store {
+    /// True for a SQLite file: reads never wait on a lock or on the network.
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self, Store::Sqlite(_))
+    }
 }
 
 /// A connection (or an open transaction) with the crate's typed queries on it.

@@ -7,9 +7,13 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+pub mod backend;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[allow(unused_imports)]
+pub use backend::{on_postgres, postgres_server, shared_key_file, RawDb};
 
 use coinorder::{Config, Environment, ManualClock, NewApiKey, RateLimit, Service, WireRequest, WireResponse};
 use serde_json::{json, Value};
@@ -70,58 +74,10 @@ impl Harness {
     }
 }
 
-/// The PostgreSQL server the suite runs against instead of SQLite files, if any.
-pub fn postgres_server() -> Option<String> {
-    std::env::var("COINORDER_TEST_POSTGRES").ok().filter(|url| !url.is_empty())
-}
-
-/// The database of the test owning `dir`: the SQLite file inside it, or on PostgreSQL a
-/// database of its own (created on first use; the same one for every call with `dir`).
+/// The database of the test owning `dir` (a SQLite file, or a PostgreSQL database of
+/// its own when the suite runs there: see [`backend`]).
 pub fn db_path(dir: &tempfile::TempDir) -> PathBuf {
-    match postgres_server() {
-        None => dir.path().join("coinorder.db"),
-        Some(server) => PathBuf::from(postgres_database(&server, dir.path())),
-    }
-}
-
-/// Creates (once per `dir`) a database named after `dir` on `server`; its URL.
-fn postgres_database(server: &str, dir: &Path) -> String {
-    static CREATED: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
-    let mut created = CREATED.get_or_init(|| Mutex::new(HashMap::new())).lock().expect("lock");
-    if let Some(url) = created.get(dir) {
-        return url.clone();
-    }
-    let name: String = dir
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
-        .collect();
-    let name = format!("t{}_{}", std::process::id(), name.trim_start_matches('_'));
-    let status = std::process::Command::new("psql")
-        .args([server, "-v", "ON_ERROR_STOP=1", "-qAtc", &format!("CREATE DATABASE {name}")])
-        .status()
-        .expect("run psql");
-    assert!(status.success(), "CREATE DATABASE {name} on {server}");
-    let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
-    let url = format!("{base}/{name}");
-    created.insert(dir.to_path_buf(), url.clone());
-    url
-}
-
-/// On PostgreSQL, the secret key file all of this process's services share (as every
-/// host of one database must).
-pub fn shared_key_file() -> Option<PathBuf> {
-    postgres_server()?;
-    static KEY: OnceLock<PathBuf> = OnceLock::new();
-    Some(
-        KEY.get_or_init(|| {
-            let path = std::env::temp_dir().join(format!("coinorder-test-{}.key", std::process::id()));
-            // 32 bytes, base64: a fixed key is fine for throwaway test databases.
-            std::fs::write(&path, "Y29pbm9yZGVyLXRlc3Qta2V5LTMyLWJ5dGVzLWxvbmc=").expect("write key file");
-            path
-        })
-        .clone(),
-    )
+    backend::db_in(dir.path())
 }
 
 /// A config for `environment` on `clock`, with the rate limit off (and on PostgreSQL the

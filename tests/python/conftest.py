@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -27,10 +30,36 @@ settings.register_profile(
 settings.load_profile("coinorder")
 
 
+# With COINORDER_TEST_POSTGRES set to a PostgreSQL server's URL (scripts/test-python starts
+# one for its second pass), every test's database is a fresh database on that server
+# instead of a file, and the library takes the shared key file from
+# COINORDER_SECRET_KEY_FILE, as a deployment on several hosts would.
+POSTGRES_SERVER = os.environ.get("COINORDER_TEST_POSTGRES", "")
+
+
+def on_postgres() -> bool:
+    """True when the suite runs against a PostgreSQL server."""
+    return POSTGRES_SERVER != ""
+
+
+def fresh_database(tmp_path: Path, name: str = "shop.db") -> str:
+    """A database that does not exist yet: a file in this test's own directory, or an
+    empty PostgreSQL database named after it."""
+    if not on_postgres():
+        return str(tmp_path / name)
+    database = "py_" + re.sub(r"[^a-z0-9]+", "_", f"{tmp_path.name}_{name}".lower())[:50]
+    subprocess.run(
+        ["psql", POSTGRES_SERVER, "-v", "ON_ERROR_STOP=1", "-qAtc", f"CREATE DATABASE {database}"],
+        check=True,
+    )
+    return POSTGRES_SERVER.rsplit("/", 1)[0] + "/" + database
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
-    """A database file that does not exist yet, in this test's own directory."""
-    return str(tmp_path / "shop.db")
+    """A database that does not exist yet (a file in this test's own directory, or on
+    PostgreSQL a database of its own)."""
+    return fresh_database(tmp_path)
 
 
 @pytest.fixture

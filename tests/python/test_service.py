@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -19,7 +20,23 @@ def test_version_is_a_semver_string() -> None:
 def test_open_defaults_to_the_sandbox(db_path: str) -> None:
     with coinorder.Service.open(db_path) as svc:
         assert svc.environment == "sandbox"
-    assert Path(db_path).exists()
+    assert db_path.startswith("postgres://") or Path(db_path).exists()
+
+
+@pytest.mark.skipif(not os.environ.get("COINORDER_TEST_POSTGRES"), reason="needs the PostgreSQL pass")
+def test_postgres_needs_the_shared_key_file(db_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COINORDER_SECRET_KEY_FILE")
+    with pytest.raises(coinorder.InternalError, match="secret key file every host shares"):
+        coinorder.Service.open(db_path)
+    missing = tmp_path / "no-such.key"
+    with pytest.raises(coinorder.InternalError, match="does not exist"):
+        coinorder.Service.open(db_path, secret_key_file=str(missing))
+    assert not missing.exists()
+    key_file = tmp_path / "shared.key"
+    key_file.write_text("Y29pbm9yZGVyLXRlc3Qta2V5LTMyLWJ5dGVzLWxvbmc=\n")
+    with coinorder.Service.open(db_path, secret_key_file=str(key_file)) as svc:
+        created = svc.create_key(1)
+        assert svc.authenticate(created.plain_key).user_id == 1
 
 
 def test_open_live(db_path: str) -> None:

@@ -7,7 +7,12 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/backend.rs"]
+pub mod backend;
 pub mod receiver;
+
+#[allow(unused_imports)]
+pub use backend::{on_postgres, RawDb};
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -77,8 +82,9 @@ pub fn open(environment: Environment, manual_clock: bool, adjust: impl FnOnce(&m
         Some(clock) => clock.clone(),
         None => Arc::new(SystemClock),
     };
+    config.secret_key_path = backend::shared_key_file();
     adjust(&mut config);
-    let svc = Service::open(dir.path().join("coinorder.db"), config).expect("open service");
+    let svc = Service::open(backend::db_in(dir.path()), config).expect("open service");
     let key = svc.create_key(NewApiKey { user_id: 7, environment, webhook_url: None }).expect("create key");
     let merchant = svc.authenticate(Some(key.plain_key.expose())).expect("authenticate");
     if environment == Environment::Live {
@@ -95,9 +101,9 @@ pub fn dec(text: &str) -> Decimal {
 }
 
 impl Env {
-    /// The database file.
+    /// The database: the SQLite file, or this test's PostgreSQL database (see [`backend`]).
     pub fn db_path(&self) -> std::path::PathBuf {
-        self.dir.path().join("coinorder.db")
+        backend::db_in(self.dir.path())
     }
 
     /// The service's current time in ms.

@@ -80,6 +80,14 @@ impl PgStore {
                 .with_root_certificates(roots)
                 .with_no_client_auth();
         let manager = PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls));
+        // One connection first, straight away: a wrong host, role or database name is
+        // reported at once with the server's own reason, not after the pool's timeout.
+        r2d2::ManageConnection::connect(&manager).map_err(|e| {
+            Error::new(ErrorKind::Config(format!(
+                "cannot connect to PostgreSQL at {server}: {}",
+                crate::error::with_causes(&e)
+            )))
+        })?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
             .min_idle(Some(1))
@@ -87,8 +95,7 @@ impl PgStore {
             // checking each one first would add a round trip to every call.
             .test_on_check_out(false)
             .connection_timeout(options.busy_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)))
-            .build(manager)
-            .map_err(|e| Error::new(ErrorKind::Config(format!("cannot connect to PostgreSQL at {server}: {e}"))))?;
+            .build_unchecked(manager);
         let store = PgStore { pool, server, busy_timeout: options.busy_timeout };
         store.migrate()?;
         Ok(store)
@@ -137,12 +144,16 @@ impl PgStore {
     }
 
     /// A write transaction opened by `begin`, retried whole while the database answers
-    /// with a conflict, for at most the busy timeout.
+    /// with a conflict, for at most the busy timeout. A lock held elsewhere is waited for
+    /// only until that deadline (`lock_timeout`), so a database locked by someone else
+    /// ends in a busy error, as SQLite's busy timeout does, not in a wait without end.
     pub(crate) fn write_with<T>(&self, begin: &str, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
         let deadline = Instant::now() + self.busy_timeout;
         let mut attempt: u32 = 0;
         loop {
-            let outcome = self.transaction(begin, true, &mut work);
+            let left_ms = deadline.saturating_duration_since(Instant::now()).as_millis().max(1);
+            let begin = format!("{begin}; SET LOCAL lock_timeout = {left_ms}");
+            let outcome = self.transaction(&begin, true, &mut work);
             match outcome {
                 Err(error) if is_conflict(&error) && Instant::now() < deadline => {
                     attempt += 1;
