@@ -381,6 +381,18 @@ impl Config {
     }
 }
 
+/// Where the payment page is always served, whatever `payment_page_url` says.
+pub(crate) const DEFAULT_PAGE_PATH: &str = "/pay";
+
+/// The path the configured `payment_page_url` points at, when the page can be served
+/// there too: not the root and nothing under `/v1`, which belong to the API.
+pub(crate) fn configured_page_path(payment_page_url: &str) -> Option<String> {
+    let url = url::Url::parse(payment_page_url).ok()?;
+    let path = url.path().trim_end_matches('/');
+    let taken = path.is_empty() || path == "/v1" || path.starts_with("/v1/");
+    (!taken && path != DEFAULT_PAGE_PATH).then(|| path.to_string())
+}
+
 #[cfg(test)]
 mod options_tests {
     use super::*;

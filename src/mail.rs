@@ -8,12 +8,10 @@ use lettre::message::{Mailbox, MultiPart};
 use lettre::{Message, SmtpTransport, Transport};
 use serde::Serialize;
 
-use crate::delivery::{Outbox, Outcome, Settled};
-use crate::error::Result;
+use crate::delivery::Settled;
 use crate::keys;
 use crate::money::to_json_number;
 use crate::orders::Order;
-use crate::service::Service;
 use crate::time::Timestamp;
 
 /// Where an e-mail stands.
@@ -92,7 +90,7 @@ pub struct EmailReport {
 }
 
 impl EmailReport {
-    fn count(&mut self, settled: &Settled) {
+    pub(crate) fn count(&mut self, settled: &Settled) {
         match settled {
             Settled::Done => self.sent += 1,
             Settled::Retry { .. } => self.retrying += 1,
@@ -141,69 +139,7 @@ pub(crate) fn payment_link_email(order: &Order, recipient: &str, payment_url: &s
     }
 }
 
-impl Service {
-    /// Payment-link e-mails of this environment, newest first; of one order when given.
-    pub fn emails(&self, order_id: Option<&str>, limit: usize) -> Result<Vec<Email>> {
-        self.store.read(|db| db.emails(self.environment(), order_id, limit as i64))
-    }
-
-    /// Sends up to `limit` due e-mails over the configured SMTP server. Without SMTP
-    /// configured it sends nothing and the e-mails stay pending.
-    ///
-    /// Each e-mail is leased on its own, just before it is sent, for as long as one SMTP
-    /// exchange can take (ten timeouts plus 30 s): however slow the
-    /// server and however large `limit`, no lease runs out while its e-mail still waits
-    /// in this call, so two workers or processes never send the same e-mail at once.
-    pub fn send_due_emails(&self, limit: usize) -> Result<EmailReport> {
-        self.send_due_emails_unless(limit, &|| false)
-    }
-
-    /// [`Service::send_due_emails`] that stops between e-mails once `stopped()` says so
-    /// (the background worker's stop).
-    pub(crate) fn send_due_emails_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<EmailReport> {
-        let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
-        let token = keys::random_base62(24);
-        let lease_ms = Outbox::Emails.lease_ms(self.config().webhook_timeout);
-        let transport = SmtpTransport::from_url(&smtp.url)
-            .map(|builder| builder.timeout(Some(self.config().webhook_timeout)).build())
-            .map_err(|e| e.to_string());
-        let mut report = EmailReport::default();
-        while report.attempted < limit && !stopped() {
-            let now = self.now();
-            let Some(email) = self.store.write_outbox(|db| {
-                let ids = db.claim_due(Outbox::Emails, self.environment(), now, now.plus_ms(lease_ms), &token, 1)?;
-                ids.first().map(|id| db.email(id)).transpose()
-            })?
-            else {
-                break;
-            };
-            report.attempted += 1;
-            // A payment link for an order that is already paid, cancelled or expired would
-            // only ask the customer to pay again: it is dropped, not sent.
-            // One unreadable order costs its own e-mail a retry, not the whole run.
-            let status = self.order(&email.order_id).map(|order| order.order.status);
-            // SMTP is spoken here, outside any transaction: the lease just taken keeps
-            // every other sender off this e-mail for longer than the exchange can take.
-            let outcome = match (&transport, status) {
-                (_, Err(error)) => {
-                    Outcome::Retry { error: format!("cannot read the order: {error}"), retry_after: None }
-                }
-                (_, Ok(status)) if status.is_terminal() => Outcome::GiveUp(format!("not sent: the order is {status}")),
-                (Ok(transport), Ok(_)) => match send_one(transport, &smtp.from, &email) {
-                    Ok(()) => Outcome::Sent,
-                    Err(error) => Outcome::Retry { error, retry_after: None },
-                },
-                (Err(e), Ok(_)) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
-            };
-            let result = self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome);
-            self.store.write_outbox(|db| db.finish_attempt(&result))?;
-            report.count(&result.settled);
-        }
-        Ok(report)
-    }
-}
-
-fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
+pub(crate) fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
     let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;
     let to: Mailbox = email.recipient.parse().map_err(|e| format!("bad recipient: {e}"))?;
     let message = Message::builder()

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::config::DEFAULT_PAGE_PATH;
 use crate::error::{Error, ErrorKind, Result};
 use crate::money;
 use crate::orders::{CreateOrder, ListOrders, OrderStatus, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
@@ -173,9 +174,6 @@ enum PageRoute {
     Simulate,
 }
 
-/// Where the payment page is always served, whatever `payment_page_url` says.
-const DEFAULT_PAGE_PATH: &str = "/pay";
-
 /// The page's routes below `base` (`/pay`, or the path of `payment_page_url`).
 fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
     match (method, path.strip_prefix(base)?) {
@@ -185,15 +183,6 @@ fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
         ("POST", "/simulate") => Some(PageRoute::Simulate),
         _ => None,
     }
-}
-
-/// The path the configured `payment_page_url` points at, when the page can be served
-/// there too: not the root and nothing under `/v1`, which belong to the API.
-pub(crate) fn configured_page_path(payment_page_url: &str) -> Option<String> {
-    let url = url::Url::parse(payment_page_url).ok()?;
-    let path = url.path().trim_end_matches('/');
-    let taken = path.is_empty() || path == "/v1" || path.starts_with("/v1/");
-    (!taken && path != DEFAULT_PAGE_PATH).then(|| path.to_string())
 }
 
 fn route<'a>(method: &str, path: &'a str, page_path: Option<&str>) -> Option<Route<'a>> {

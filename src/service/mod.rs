@@ -1,5 +1,9 @@
 //! [`Service`]: the typed API of the order service over one SQLite file.
 
+mod emails;
+mod payments;
+mod webhooks;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -111,7 +115,7 @@ impl Service {
                 config.delivery_concurrency,
                 config.environment == Environment::Live && !config.allow_private_webhook_targets,
             ),
-            page_path: crate::wire::configured_page_path(&config.payment_page_url),
+            page_path: crate::config::configured_page_path(&config.payment_page_url),
             rate_limiter: RateLimiter::new(config.rate_limit),
             auth_failures: RateLimiter::new(config.failed_auth_limit),
             config,

@@ -1,0 +1,541 @@
+//! The service's payment and lifecycle calls: recording, confirming and rejecting
+//! payments, expiry, cancellation, `mark_paid`, rates and sandbox simulation, over the
+//! rules of [`crate::payments`] and [`crate::lifecycle`].
+
+use crate::environment::Environment;
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys::{self, Merchant};
+use crate::lifecycle::{self, EventType, Trigger};
+use crate::money;
+use crate::orders::{OrderStatus, OrderWithInvoice};
+use crate::render;
+use crate::storage::Conn;
+use crate::time::Timestamp;
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use super::Service;
+use crate::payments::*;
+
+impl Service {
+    fn require_sandbox(&self) -> Result<()> {
+        if self.environment() == Environment::Sandbox {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::SandboxOnly))
+        }
+    }
+
+    /// The order with its invoice in this service's environment, whoever owns it. For
+    /// the host (chain watcher, payment page, CLI); merchants use [`Service::get_order`].
+    pub fn order(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        let order_id = crate::service::canonical_order_id(order_id)?;
+        self.store
+            .read(|db| db.order_in_environment(self.environment(), &order_id))?
+            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// Every event of an order, by sequence.
+    pub fn order_events(&self, order_id: &str) -> Result<Vec<Event>> {
+        let order_id = self.order(order_id)?.order.order_id;
+        self.store.read(|db| db.events_for_order(&order_id))
+    }
+
+    /// One event by id.
+    pub fn event(&self, event_id: &str) -> Result<Event> {
+        self.store
+            .read(|db| db.event_by_id(event_id))?
+            .filter(|event| event.environment == self.environment())
+            .ok_or_else(|| Error::new(ErrorKind::EventNotFound(event_id.to_string())))
+    }
+
+    /// Every payment recorded for an order, oldest first.
+    pub fn order_payments(&self, order_id: &str) -> Result<Vec<Payment>> {
+        let order_id = self.order(order_id)?.order.order_id;
+        self.store.read(|db| db.payments_for_order(&order_id))
+    }
+
+    fn load_for_update(&self, db: &Conn<'_>, order_id: &str) -> Result<OrderWithInvoice> {
+        let order_id = crate::service::canonical_order_id(order_id)?;
+        db.order_in_environment(self.environment(), &order_id)?.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// Applies `trigger` to the order through the state machine, stores the new state and
+    /// writes its event, all inside the caller's transaction.
+    fn apply(&self, db: &Conn<'_>, current: &mut OrderWithInvoice, trigger: Trigger, now: Timestamp) -> Result<Event> {
+        let previous = current.order.status;
+        let (next, event_type) = lifecycle::next_state(previous, trigger)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidTransition { from: previous, trigger }))?;
+        current.order.status = next;
+        current.invoice.status = next;
+        current.order.updated_at = now;
+        current.invoice.updated_at = now;
+        if trigger == Trigger::MarkedPaid {
+            current.order.marked_paid = true;
+        }
+        db.update_order_state(current)?;
+        self.emit(db, current, event_type, previous, now)
+    }
+
+    /// Writes an event for the order's current state.
+    fn emit(
+        &self,
+        db: &Conn<'_>,
+        current: &OrderWithInvoice,
+        event_type: EventType,
+        previous: OrderStatus,
+        now: Timestamp,
+    ) -> Result<Event> {
+        let sequence = db.take_event_sequence(&current.order.order_id)?;
+        let payload = render::event_payload(event_type, now, current, sequence, previous).to_string();
+        let event = Event {
+            event_id: format!("msg_{}", keys::random_base62(24)),
+            order_id: current.order.order_id.clone(),
+            environment: current.order.environment,
+            sequence,
+            event_type,
+            previous_status: previous,
+            status: current.order.status,
+            payload,
+            created_at: now,
+        };
+        db.insert_event(&event)?;
+        Ok(event)
+    }
+
+    /// Re-reads the order's payments, updates the received amounts and moves the order
+    /// where its payments now put it.
+    fn reevaluate(
+        &self,
+        db: &Conn<'_>,
+        current: &mut OrderWithInvoice,
+        now: Timestamp,
+        just_rejected: bool,
+    ) -> Result<Vec<Event>> {
+        let payments = db.payments_for_order(&current.order.order_id)?;
+        let received = sum(&payments, |p| p.state != PaymentState::Rejected)?;
+        let confirmed = sum(&payments, |p| p.counts && p.state == PaymentState::Confirmed)?;
+        let seen = payments.iter().any(|p| p.counts && p.state != PaymentState::Rejected);
+        let awaiting = payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed);
+
+        let any_received = payments.iter().any(|p| p.state != PaymentState::Rejected);
+        let receive_currency = if any_received { current.order.currency.clone() } else { String::new() };
+        let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
+        let receive_amount = received
+            .checked_mul(current.invoice.rate)
+            .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
+            .ok_or_else(|| Error::invalid("amount", "the payments of this order are worth more than can be counted"))?;
+        let amounts_changed =
+            receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
+        current.order.receive_currency = receive_currency.clone();
+        current.invoice.receive_currency = receive_currency;
+        current.invoice.receive_amount = receive_amount;
+
+        let status = current.order.status;
+        let expired = now >= current.invoice.expired_at;
+        let trigger = if status.is_terminal() {
+            None
+        } else if confirmed >= current.invoice.amount {
+            Some(Trigger::PaymentsCover)
+        } else if status == OrderStatus::Pending && just_rejected {
+            Some(Trigger::PaymentRejected)
+        } else if status == OrderStatus::New && seen {
+            Some(Trigger::PaymentSeen)
+        } else if status == OrderStatus::Pending && expired && !awaiting {
+            Some(Trigger::ExpiredShort)
+        } else if status == OrderStatus::New && expired && !seen {
+            Some(Trigger::ExpiredUnpaid)
+        } else {
+            None
+        };
+        match trigger {
+            Some(trigger) => Ok(vec![self.apply(db, current, trigger, now)?]),
+            None => {
+                if amounts_changed {
+                    current.order.updated_at = now;
+                    current.invoice.updated_at = now;
+                    db.update_order_state(current)?;
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Records a payment seen on chain for an order (the host's chain watcher calls this).
+    ///
+    /// Idempotent by `txid`: recording it again changes nothing, except that a repeat
+    /// with `confirmed = true` confirms a payment recorded unconfirmed. A payment first
+    /// seen after the quote expired is recorded, emits `order.paid_late` and changes
+    /// nothing until [`Service::mark_paid`].
+    pub fn record_payment(
+        &self,
+        order_id: &str,
+        txid: &str,
+        amount: Decimal,
+        confirmed: bool,
+    ) -> Result<PaymentOutcome> {
+        if amount <= Decimal::ZERO {
+            return Err(Error::invalid("amount", "must be greater than 0"));
+        }
+        if amount > MAX_PAYMENT_AMOUNT {
+            return Err(Error::invalid("amount", format!("must be at most {MAX_PAYMENT_AMOUNT}")));
+        }
+        self.record(order_id, txid, PaidAmount::Exact(amount), confirmed, false)
+    }
+
+    /// [`Service::record_payment`] with the amount decided inside the write transaction
+    /// (so two simulated "pay what is due" calls can never both pay in full); with
+    /// `open_orders_only`, an order that is already finished is refused instead of paid late.
+    fn record(
+        &self,
+        order_id: &str,
+        txid: &str,
+        requested: PaidAmount,
+        confirmed: bool,
+        open_orders_only: bool,
+    ) -> Result<PaymentOutcome> {
+        let txid = txid.trim();
+        if txid.is_empty() || txid.chars().count() > TXID_MAX_CHARS || txid.chars().any(char::is_control) {
+            return Err(Error::invalid("txid", format!("must be 1 to {TXID_MAX_CHARS} printable characters")));
+        }
+        let environment = self.environment();
+        let now = self.now();
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            if open_orders_only && current.order.status.is_terminal() {
+                return Err(Error::new(ErrorKind::InvalidTransition {
+                    from: current.order.status,
+                    trigger: Trigger::PaymentSeen,
+                }));
+            }
+            let decimals = money::coin_decimals(&current.invoice.currency).unwrap_or(18);
+            let amount = match requested {
+                PaidAmount::Exact(amount) => amount.normalize(),
+                PaidAmount::Due | PaidAmount::HalfDue => {
+                    let payments = db.payments_for_order(&current.order.order_id)?;
+                    let due = due_on(&current, &payments)?;
+                    if due <= Decimal::ZERO {
+                        return Err(Error::invalid(
+                            "amount",
+                            format!("nothing is due on this order (it is {})", current.order.status),
+                        ));
+                    }
+                    let half = (due / Decimal::TWO).round_dp_with_strategy(decimals, RoundingStrategy::ToZero);
+                    // The smallest unit cannot be halved: pay it whole.
+                    if requested == PaidAmount::HalfDue && !half.is_zero() { half } else { due }.normalize()
+                }
+            };
+            if let Some(existing) = db.payment_by_txid(environment, txid)? {
+                if existing.order_id != current.order.order_id {
+                    return Err(Error::invalid("txid", "is already recorded for another order"));
+                }
+                if existing.amount != amount {
+                    return Err(Error::invalid(
+                        "amount",
+                        format!("txid {txid:?} is already recorded with amount {}", existing.amount),
+                    ));
+                }
+                if confirmed && existing.state != PaymentState::Confirmed {
+                    // A watcher reporting the payment final: the same as confirm_payment.
+                    return self.settle(db, existing, PaymentState::Confirmed, now);
+                }
+                return Ok(PaymentOutcome { payment: existing, order: current, events: Vec::new(), duplicate: true });
+            }
+            if amount.scale() > decimals {
+                return Err(Error::invalid(
+                    "amount",
+                    format!("{} allows at most {decimals} decimal places", current.invoice.currency),
+                ));
+            }
+            let mut events = Vec::new();
+            let quote_open = now < current.invoice.expired_at;
+            if current.order.status == OrderStatus::New && !quote_open {
+                events.push(self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?);
+            }
+            let counts = quote_open && !current.order.status.is_terminal();
+            let state = if confirmed { PaymentState::Confirmed } else { PaymentState::Unconfirmed };
+            let payment = Payment {
+                txid: txid.to_string(),
+                order_id: current.order.order_id.clone(),
+                amount,
+                currency: current.invoice.currency.clone(),
+                state,
+                counts,
+                seen_at: now,
+                settled_at: confirmed.then_some(now),
+            };
+            db.insert_payment(environment, &payment)?;
+            // Keep the received amounts true (and move the order if the payment counts).
+            events.extend(self.reevaluate(db, &mut current, now, false)?);
+            if !counts && current.order.status != OrderStatus::Paid {
+                // Money came after the quote: tell the merchant, who decides (mark_paid).
+                let status = current.order.status;
+                events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+            }
+            Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
+        })
+    }
+
+    /// Marks a recorded payment final. Confirming twice is a no-op; a rejected payment
+    /// cannot be confirmed.
+    pub fn confirm_payment(&self, txid: &str) -> Result<PaymentOutcome> {
+        self.settle_txid(txid, PaymentState::Confirmed)
+    }
+
+    /// Marks a recorded payment as never final; a PENDING order it was paying fails.
+    /// Rejecting twice is a no-op; a confirmed payment cannot be rejected.
+    pub fn reject_payment(&self, txid: &str) -> Result<PaymentOutcome> {
+        self.settle_txid(txid, PaymentState::Rejected)
+    }
+
+    fn settle_txid(&self, txid: &str, to: PaymentState) -> Result<PaymentOutcome> {
+        let now = self.now();
+        self.store.write(|db| {
+            let payment = db
+                .payment_by_txid(self.environment(), txid.trim())?
+                .ok_or_else(|| Error::new(ErrorKind::PaymentNotFound(txid.to_string())))?;
+            self.settle(db, payment, to, now)
+        })
+    }
+
+    fn settle(&self, db: &Conn<'_>, payment: Payment, to: PaymentState, now: Timestamp) -> Result<PaymentOutcome> {
+        let mut current = self.load_for_update(db, &payment.order_id)?;
+        if payment.state == to {
+            return Ok(PaymentOutcome { payment, order: current, events: Vec::new(), duplicate: true });
+        }
+        if payment.state != PaymentState::Unconfirmed {
+            return Err(Error::new(ErrorKind::PaymentSettled { txid: payment.txid, state: payment.state }));
+        }
+        db.settle_payment(self.environment(), &payment.txid, to, now)?;
+        let payment = Payment { state: to, settled_at: Some(now), ..payment };
+        let mut events = self.reevaluate(db, &mut current, now, to == PaymentState::Rejected && payment.counts)?;
+        let status = current.order.status;
+        let final_on_a_dead_order = payment.counts && to == PaymentState::Confirmed && events.is_empty();
+        if final_on_a_dead_order && status.is_terminal() && status != OrderStatus::Paid {
+            // Money seen in time became final after the order failed (another of its
+            // payments was rejected): nothing moves by itself, so tell the merchant, who
+            // may accept it with mark_paid.
+            current.order.updated_at = now;
+            current.invoice.updated_at = now;
+            db.update_order_state(&current)?;
+            events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+        }
+        Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
+    }
+
+    /// Accepts a late or short payment by hand: EXPIRED or FAILED → PAID, with an
+    /// `order.paid` event saying it was marked by the merchant.
+    pub fn mark_paid(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        let now = self.now();
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            self.apply(db, &mut current, Trigger::MarkedPaid, now)?;
+            Ok(current)
+        })
+    }
+
+    /// The merchant cancels an order of theirs (only a NEW order can be cancelled).
+    pub fn cancel_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
+        self.get_order(merchant, order_id)?;
+        Ok(self.cancel(order_id)?.0)
+    }
+
+    /// The customer cancels on the payment page (only a NEW order can be cancelled).
+    pub fn customer_cancel(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        Ok(self.cancel(order_id)?.0)
+    }
+
+    /// Cancels a NEW order; returns it with the `order.cancelled` event.
+    fn cancel(&self, order_id: &str) -> Result<(OrderWithInvoice, Event)> {
+        let now = self.now();
+        let cancelled = self.store.write(|db| {
+            let mut current = self.load_for_update(db, order_id)?;
+            if current.order.status == OrderStatus::New && now >= current.invoice.expired_at {
+                // The quote ran out before the cancel arrived: record the expiry (that is
+                // what happened), then refuse the cancel below, outside this transaction.
+                self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?;
+                return Ok(None);
+            }
+            let event = self.apply(db, &mut current, Trigger::Cancelled, now)?;
+            Ok(Some((current, event)))
+        })?;
+        cancelled.ok_or_else(|| {
+            Error::new(ErrorKind::InvalidTransition { from: OrderStatus::Expired, trigger: Trigger::Cancelled })
+        })
+    }
+
+    /// Moves every order of this environment whose quote expired by `now`: NEW →
+    /// EXPIRED, PENDING with confirmed payments short and none awaiting confirmation →
+    /// FAILED. Works in transactions of [`EXPIRY_BATCH`] orders.
+    pub fn expire_due(&self, now: Timestamp) -> Result<ExpiryReport> {
+        let mut report = ExpiryReport::default();
+        loop {
+            let (batch, changed, moved) = self.store.write(|db| {
+                let due = db.orders_due_for_expiry(self.environment(), now.as_millis(), EXPIRY_BATCH as i64)?;
+                let mut moved = ExpiryReport::default();
+                let mut changed = 0;
+                for order_id in &due {
+                    let mut current = self.load_for_update(db, order_id)?;
+                    let events = self.reevaluate(db, &mut current, now, false)?;
+                    changed += usize::from(!events.is_empty());
+                    for event in events {
+                        match event.status {
+                            OrderStatus::Expired => moved.expired += 1,
+                            OrderStatus::Failed => moved.failed += 1,
+                            _ => {}
+                        }
+                    }
+                }
+                Ok((due.len(), changed, moved))
+            })?;
+            report.expired += moved.expired;
+            report.failed += moved.failed;
+            // A full batch may mean more are due; a batch that moved nothing would only
+            // be selected again, so it ends the call.
+            if batch < EXPIRY_BATCH || changed == 0 {
+                return Ok(report);
+            }
+        }
+    }
+
+    // ----- Rates -----
+
+    /// Sets (or replaces) the rate for `crypto` priced in `fiat` in this environment:
+    /// fiat units per one coin, valid until `valid_until` when given.
+    pub fn set_rate(&self, crypto: &str, fiat: &str, rate: Decimal, valid_until: Option<Timestamp>) -> Result<Rate> {
+        if money::coin_decimals(crypto).is_none() {
+            return Err(Error::invalid("crypto", format!("unknown coin {crypto:?}")));
+        }
+        money::fiat_minor_units("fiat", fiat)?;
+        if rate <= Decimal::ZERO {
+            return Err(Error::invalid("rate", "must be greater than 0"));
+        }
+        let rate = Rate {
+            environment: self.environment(),
+            crypto: crypto.to_string(),
+            fiat: fiat.to_string(),
+            rate: rate.normalize(),
+            valid_until,
+            updated_at: self.now(),
+        };
+        self.store.write(|db| db.upsert_rate(&rate))?;
+        Ok(rate)
+    }
+
+    /// The host-set rates of this environment.
+    pub fn list_rates(&self) -> Result<Vec<Rate>> {
+        self.store.read(|db| db.rates(self.environment()))
+    }
+
+    /// Removes a host-set rate (the sandbox's built-in rate, if any, applies again).
+    pub fn delete_rate(&self, crypto: &str, fiat: &str) -> Result<()> {
+        if self.store.write(|db| db.delete_rate(self.environment(), crypto, fiat))? {
+            Ok(())
+        } else {
+            Err(Error::invalid("rate", format!("no rate set for {crypto}/{fiat}")))
+        }
+    }
+
+    /// The rate to quote `crypto` in `fiat` now: the host's rate source first, then the
+    /// rate table (unless expired), then the sandbox's built-in test rates.
+    pub fn current_rate(&self, crypto: &str, fiat: &str) -> Result<Decimal> {
+        if let Some(source) = &self.config().rate_source {
+            if let Some(rate) = source.rate(crypto, fiat).filter(|r| *r > Decimal::ZERO) {
+                return Ok(rate);
+            }
+        }
+        let now = self.now();
+        if let Some(rate) = self.store.read(|db| db.rate(self.environment(), crypto, fiat))? {
+            if rate.valid_until.is_none_or(|until| until > now) {
+                return Ok(rate.rate);
+            }
+        }
+        crate::rates::builtin_rate(self.environment(), crypto, fiat)
+            .ok_or_else(|| Error::invalid("pay_currency", format!("no rate for {crypto}/{fiat}")))
+    }
+
+    /// What is still due on an order, in its invoice's crypto currency: the invoice
+    /// amount less the payments that count toward it and were not rejected (never < 0).
+    pub fn amount_due(&self, order_id: &str) -> Result<Decimal> {
+        let order_id = crate::service::canonical_order_id(order_id)?;
+        self.store.read(|db| {
+            let current = db
+                .order_in_environment(self.environment(), &order_id)?
+                .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
+            due_on(&current, &db.payments_for_order(&order_id)?)
+        })
+    }
+
+    // ----- Sandbox simulation -----
+
+    /// The sandbox payment page's "Simulate payment" button: the customer pays what is
+    /// still due, confirmed. Only an open order (NEW or PENDING) is paid; a finished one is
+    /// refused with `ORDER_STATE_INVALID`, decided in the same transaction as the payment.
+    pub fn customer_simulate_payment(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        self.require_sandbox()?;
+        let txid = format!("sandbox_tx_{}", keys::random_base62(24));
+        Ok(self.record(order_id, &txid, PaidAmount::Due, true, true)?.order)
+    }
+
+    /// Runs one sandbox simulation step on an order (sandbox only) and reports what it
+    /// did: the payments it made or settled and the events it emitted, with the order
+    /// after the step.
+    pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<Simulation> {
+        self.require_sandbox()?;
+        let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
+        // An explicit amount is checked like any chain watcher's; a derived one is
+        // decided inside the payment's own transaction.
+        let pay = |amount: Option<Decimal>, derived: PaidAmount, confirmed: bool| -> Result<Simulation> {
+            let outcome = match amount {
+                Some(amount) => self.record_payment(order_id, &txid(), amount, confirmed)?,
+                None => self.record(order_id, &txid(), derived, confirmed, false)?,
+            };
+            Ok(Simulation { order: outcome.order, payments: vec![outcome.payment], events: outcome.events })
+        };
+        match action {
+            SimulateAction::Pay { amount, confirmed } => pay(*amount, PaidAmount::Due, *confirmed),
+            SimulateAction::Partial { amount } => pay(*amount, PaidAmount::HalfDue, true),
+            SimulateAction::Confirm | SimulateAction::Reject => {
+                let to =
+                    if *action == SimulateAction::Confirm { PaymentState::Confirmed } else { PaymentState::Rejected };
+                let waiting: Vec<Payment> = self
+                    .order_payments(order_id)?
+                    .into_iter()
+                    .filter(|p| p.state == PaymentState::Unconfirmed)
+                    .collect();
+                if waiting.is_empty() {
+                    return Err(Error::invalid("action", "the order has no unconfirmed payment"));
+                }
+                let mut done = Simulation { order: self.order(order_id)?, payments: Vec::new(), events: Vec::new() };
+                for payment in waiting {
+                    let outcome = self.settle_txid(&payment.txid, to)?;
+                    done.order = outcome.order;
+                    done.payments.push(outcome.payment);
+                    done.events.extend(outcome.events);
+                }
+                Ok(done)
+            }
+            SimulateAction::Cancel => {
+                let (order, event) = self.cancel(order_id)?;
+                Ok(Simulation { order, payments: Vec::new(), events: vec![event] })
+            }
+            SimulateAction::Expire => {
+                let now = self.now();
+                self.store.write(|db| {
+                    let mut current = self.load_for_update(db, order_id)?;
+                    if current.order.status.is_terminal() {
+                        return Err(Error::new(ErrorKind::InvalidTransition {
+                            from: current.order.status,
+                            trigger: Trigger::ExpiredUnpaid,
+                        }));
+                    }
+                    current.invoice.expired_at = current.invoice.expired_at.min(now);
+                    current.order.updated_at = now;
+                    current.invoice.updated_at = now;
+                    db.update_order_state(&current)?;
+                    let events = self.reevaluate(db, &mut current, now, false)?;
+                    Ok(Simulation { order: current, payments: Vec::new(), events })
+                })
+            }
+        }
+    }
+}
