@@ -159,7 +159,8 @@ async function setUp() {
   assert.ok(fs.existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (apt-get install -y chromium)`);
 
   state.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "coinorder-browser-"));
-  const db = path.join(state.tmp, "t.db");
+  // scripts/test-browser's second pass names a PostgreSQL database here instead.
+  const db = process.env.COINORDER_TEST_DB || path.join(state.tmp, "t.db");
 
   state.server = spawn(BIN, ["--db", db, "serve", "--env", "sandbox", "--addr", "127.0.0.1:0"], {
     stdio: ["ignore", "pipe", "pipe"],
