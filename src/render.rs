@@ -4,6 +4,8 @@
 //! CLI prints and the bindings return. (The payment page's public status,
 //! which is not part of the spec, is built beside the page in `page.rs`.)
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::delivery::DeliveryReport;
@@ -46,75 +48,157 @@ pub fn create_response(created: &CreatedOrder) -> Value {
     })
 }
 
-/// The order members Get Order and Get Orders share; the two name the fiat amount and
-/// currency differently (`price_amount`/`price_currency` versus `amount`/`currency`).
-fn order_members(order: &Order, amount_name: &str, currency_name: &str) -> Value {
-    let mut map = Map::new();
-    map.insert("order_id".into(), json!(order.order_id));
-    map.insert("user_id".into(), json!(order.user_id));
-    map.insert("merchant_order_id".into(), json!(order.merchant_order_id));
-    map.insert("title".into(), opt(&order.title));
-    map.insert("description".into(), opt(&order.description));
-    map.insert("callback_url".into(), opt(&order.callback_url));
-    if let Some(url) = &order.cancel_url {
-        map.insert("cancel_url".into(), Value::String(url.clone()));
+/// The order members Get Order and Get Orders share, written straight into the output
+/// (no `Value` tree): the two name the fiat amount and currency differently
+/// (`price_amount`/`price_currency` versus `amount`/`currency`).
+struct OrderMembers<'a> {
+    order: &'a Order,
+    amount_name: &'static str,
+    currency_name: &'static str,
+}
+
+impl Serialize for OrderMembers<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let order = self.order;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("order_id", &order.order_id)?;
+        map.serialize_entry("user_id", &order.user_id)?;
+        map.serialize_entry("merchant_order_id", &order.merchant_order_id)?;
+        map.serialize_entry("title", &order.title)?;
+        map.serialize_entry("description", &order.description)?;
+        map.serialize_entry("callback_url", &order.callback_url)?;
+        if let Some(url) = &order.cancel_url {
+            map.serialize_entry("cancel_url", url)?;
+        }
+        if let Some(url) = &order.success_url {
+            map.serialize_entry("success_url", url)?;
+        }
+        map.serialize_entry(self.amount_name, &to_json_number(order.amount))?;
+        map.serialize_entry(self.currency_name, &order.currency)?;
+        map.serialize_entry("receive_currency", &order.receive_currency)?;
+        map.serialize_entry("status", order.status.as_str())?;
+        map.serialize_entry("created_at", &order.created_at)?;
+        map.serialize_entry("updated_at", &order.updated_at)?;
+        map.serialize_entry("deleted", &i64::from(order.deleted))?;
+        map.end()
     }
-    if let Some(url) = &order.success_url {
-        map.insert("success_url".into(), Value::String(url.clone()));
+}
+
+/// The `order` object of Get Order (spec §2.3), in place.
+fn detail_members(order: &Order) -> OrderMembers<'_> {
+    OrderMembers { order, amount_name: "price_amount", currency_name: "price_currency" }
+}
+
+/// One item of Get Orders (spec §2.5), in place.
+fn list_item_members(order: &Order) -> OrderMembers<'_> {
+    OrderMembers { order, amount_name: "amount", currency_name: "currency" }
+}
+
+/// The `invoice` object of Get Order (spec §2.4), written in place.
+struct InvoiceMembers<'a>(&'a Invoice);
+
+impl Serialize for InvoiceMembers<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let invoice = self.0;
+        let mut map = serializer.serialize_map(Some(12))?;
+        map.serialize_entry("invoice_id", &invoice.invoice_id)?;
+        map.serialize_entry("order_id", &invoice.order_id)?;
+        map.serialize_entry("amount", &to_json_number(invoice.amount))?;
+        map.serialize_entry("currency", &invoice.currency)?;
+        map.serialize_entry("status", invoice.status.as_str())?;
+        map.serialize_entry("created_at", &invoice.created_at)?;
+        map.serialize_entry("created_at_t", &invoice.created_at.as_millis())?;
+        map.serialize_entry("expired_at", &invoice.expired_at)?;
+        map.serialize_entry("expired_at_t", &invoice.expired_at.as_millis())?;
+        map.serialize_entry("merchant_order_id", &invoice.merchant_order_id)?;
+        map.serialize_entry("receive_amount", &to_json_number(invoice.receive_amount))?;
+        map.serialize_entry("receive_currency", &invoice.receive_currency)?;
+        map.end()
     }
-    map.insert(amount_name.into(), to_json_number(order.amount));
-    map.insert(currency_name.into(), json!(order.currency));
-    map.insert("receive_currency".into(), json!(order.receive_currency));
-    map.insert("status".into(), json!(order.status.as_str()));
-    map.insert("created_at".into(), json!(order.created_at.to_iso()));
-    map.insert("updated_at".into(), json!(order.updated_at.to_iso()));
-    map.insert("deleted".into(), json!(i64::from(order.deleted)));
-    Value::Object(map)
+}
+
+/// The Get Order body, in place.
+#[derive(Serialize)]
+struct GetBody<'a> {
+    status: u16,
+    order: OrderMembers<'a>,
+    invoice: InvoiceMembers<'a>,
+}
+
+/// The Get Orders body, in place.
+struct ListBody<'a>(&'a OrderPage);
+
+impl Serialize for ListBody<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let page = self.0;
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("status", &200)?;
+        map.serialize_entry("orders", &ListItems(&page.orders))?;
+        map.serialize_entry("limit", &page.limit)?;
+        map.serialize_entry("offset", &page.offset)?;
+        map.serialize_entry("has_more", &page.has_more)?;
+        map.end()
+    }
+}
+
+/// The `orders` array of Get Orders, in place.
+struct ListItems<'a>(&'a [Order]);
+
+impl Serialize for ListItems<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(list_item_members))
+    }
+}
+
+/// A view as a `Value`, for the callers that combine or inspect it. These views only
+/// write strings, numbers and maps with string keys, which `to_value` cannot refuse.
+fn value_of(view: impl Serialize) -> Value {
+    serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+/// A view as JSON text, written in one pass into one buffer (the API's hot path).
+fn text_of(view: impl Serialize) -> String {
+    serde_json::to_string(&view).unwrap_or_default()
 }
 
 /// The `order` object of Get Order (spec §2.3).
 pub fn order_detail(order: &Order) -> Value {
-    order_members(order, "price_amount", "price_currency")
+    value_of(detail_members(order))
 }
 
 /// The `invoice` object of Get Order (spec §2.4).
 pub fn invoice(invoice: &Invoice) -> Value {
-    json!({
-        "invoice_id": invoice.invoice_id,
-        "order_id": invoice.order_id,
-        "amount": to_json_number(invoice.amount),
-        "currency": invoice.currency,
-        "status": invoice.status.as_str(),
-        "created_at": invoice.created_at.to_iso(),
-        "created_at_t": invoice.created_at.as_millis(),
-        "expired_at": invoice.expired_at.to_iso(),
-        "expired_at_t": invoice.expired_at.as_millis(),
-        "merchant_order_id": invoice.merchant_order_id,
-        "receive_amount": to_json_number(invoice.receive_amount),
-        "receive_currency": invoice.receive_currency,
-    })
+    value_of(InvoiceMembers(invoice))
 }
 
 /// The Get Order body (spec §4.2): `{"status":200,"order":{..},"invoice":{..}}`.
 pub fn get_response(order: &OrderWithInvoice) -> Value {
-    json!({"status": 200, "order": order_detail(&order.order), "invoice": invoice(&order.invoice)})
+    value_of(get_body(order))
+}
+
+/// [`get_response`] as JSON text, without building the `Value`.
+pub fn get_response_json(order: &OrderWithInvoice) -> String {
+    text_of(get_body(order))
+}
+
+fn get_body(order: &OrderWithInvoice) -> GetBody<'_> {
+    GetBody { status: 200, order: detail_members(&order.order), invoice: InvoiceMembers(&order.invoice) }
 }
 
 /// The Get Orders body (spec §4.3, DESIGN §5): the page of orders with `limit`, `offset`
 /// and `has_more` beside them.
 pub fn list_response(page: &OrderPage) -> Value {
-    json!({
-        "status": 200,
-        "orders": page.orders.iter().map(order_list_item).collect::<Vec<_>>(),
-        "limit": page.limit,
-        "offset": page.offset,
-        "has_more": page.has_more,
-    })
+    value_of(ListBody(page))
+}
+
+/// [`list_response`] as JSON text, without building the `Value`.
+pub fn list_response_json(page: &OrderPage) -> String {
+    text_of(ListBody(page))
 }
 
 /// One item of Get Orders (spec §2.5). No `apiKey`: keys never leave the service.
 pub fn order_list_item(order: &Order) -> Value {
-    order_members(order, "amount", "currency")
+    value_of(list_item_members(order))
 }
 
 /// The webhook body of an event (DESIGN §7):

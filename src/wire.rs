@@ -254,7 +254,7 @@ impl Service {
             Route::Page(_) => Err(Error::new(ErrorKind::NotFound)),
             Route::ListOrders => {
                 let page = self.list_orders(&merchant, &parse_list_query(query)?)?;
-                Ok(WireResponse::json_body(200, render::list_response(&page).to_string()))
+                Ok(WireResponse::json_body(200, render::list_response_json(&page)))
             }
         }
     }
@@ -262,7 +262,7 @@ impl Service {
 
 /// The Get Order answer (spec §4.2).
 fn order_response(order: &crate::OrderWithInvoice) -> WireResponse {
-    WireResponse::json_body(200, render::get_response(order).to_string())
+    WireResponse::json_body(200, render::get_response_json(order))
 }
 
 impl Service {
