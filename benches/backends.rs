@@ -359,8 +359,8 @@ impl Raw {
             let t = &self.template;
             let none: Option<&str> = None;
             Ok(move || -> Fallible<()> {
-                let order_id = uuid::Uuid::new_v4().to_string();
-                let merchant_order_id = format!("ord_{}", uuid::Uuid::new_v4().simple());
+                let order_id = uuid::Uuid::now_v7().to_string();
+                let merchant_order_id = format!("ord_{}", uuid::Uuid::now_v7().simple());
                 let now = chrono::Utc::now().timestamp_millis();
                 let deleted = 0i64;
                 client

@@ -28,6 +28,17 @@ use crate::time::Timestamp;
 /// key, rarely enough that reads stay reads.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 
+/// A new order or invoice id: a UUIDv7 (RFC 9562) stamped with `now`, the service's clock,
+/// and 74 random bits. Ids made later sort later, so each insert lands at the right edge of
+/// the primary-key B-tree instead of on a random page (fewer pages touched and written per
+/// create); ids stay unguessable.
+fn time_ordered_id(now: Timestamp) -> String {
+    let ms = u64::try_from(now.as_millis()).unwrap_or(0);
+    let stamp =
+        uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, u32::try_from(ms % 1000).unwrap_or(0) * 1_000_000);
+    uuid::Uuid::new_v7(stamp).to_string()
+}
+
 /// The order service for one environment, over one SQLite file.
 ///
 /// `Service` is `Send + Sync`: open it once and share it (`&Service` or `Arc<Service>`)
@@ -357,7 +368,7 @@ impl Service {
             .ok_or_else(|| Error::invalid("amount", "cannot be quoted at the current rate"))?;
 
         let now = self.now();
-        let order_id = uuid::Uuid::new_v4().to_string();
+        let order_id = time_ordered_id(now);
         let merchant_order_id =
             valid.merchant_order_id.clone().unwrap_or_else(|| format!("ord_{}", keys::random_base62(24)));
         let ttl_ms = i64::try_from(self.config.invoice_ttl.as_millis()).unwrap_or(i64::MAX);
@@ -399,7 +410,7 @@ impl Service {
                 );
             }
         }
-        let invoice_id = uuid::Uuid::new_v4().to_string();
+        let invoice_id = time_ordered_id(now);
         let deposit = self.deposit_address(&order_id, &invoice_id, &valid.pay_currency, crypto_amount)?;
         let invoice = Invoice {
             invoice_id,
@@ -553,6 +564,25 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_uuid_v7_and_sort_by_the_service_clock() {
+        let earlier = time_ordered_id(Timestamp(1_795_326_682_123));
+        let later = time_ordered_id(Timestamp(1_795_326_682_124));
+        let same_ms = time_ordered_id(Timestamp(1_795_326_682_123));
+        for id in [&earlier, &later, &same_ms] {
+            let parsed = uuid::Uuid::parse_str(id).expect("a UUID");
+            assert_eq!(parsed.get_version_num(), 7, "{id}");
+        }
+        assert!(earlier < later, "{earlier} < {later}");
+        assert_ne!(earlier, same_ms, "random bits keep ids of one millisecond apart");
+        // The first 48 bits are the milliseconds, as RFC 9562 lays them out.
+        assert!(earlier.starts_with(&format!(
+            "{:08x}-{:04x}",
+            1_795_326_682_123_u64 >> 16,
+            1_795_326_682_123_u64 & 0xffff
+        )));
+    }
 
     #[test]
     fn a_postgres_url_without_the_shared_key_file_is_refused_clearly_and_creates_nothing() {
