@@ -238,24 +238,33 @@ impl Service {
             // Simulation does not exist on a live service, not even as a refusal.
             return Err(Error::new(ErrorKind::NotFound));
         }
-        let merchant = self.authenticate_client(request.client, request.header_value("x-api-key"))?;
+        let api_key = request.header_value("x-api-key");
+        // Reads authenticate and read in one snapshot (one transaction per request).
+        match route {
+            Route::GetOrder(order_id) => {
+                let (_, order) = self.read_as(request.client, api_key, |reads| reads.get_order(order_id))?;
+                return Ok(order_response(&order));
+            }
+            Route::ListOrders => {
+                let (_, page) =
+                    self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?))?;
+                return Ok(WireResponse::json_body(200, render::list_response_json(&page)));
+            }
+            _ => {}
+        }
+        let merchant = self.authenticate_client(request.client, api_key)?;
         match route {
             Route::CreateOrder => {
                 let create = parse_create_order(&request.body)?;
                 let created = self.create_order(&merchant, &create)?;
                 Ok(WireResponse::json_body(201, created.response_body))
             }
-            Route::GetOrder(order_id) => Ok(order_response(&self.get_order(&merchant, order_id)?)),
             Route::Simulate(order_id) => {
                 self.get_order(&merchant, order_id)?;
                 let action = parse_simulate(&request.body)?;
                 Ok(order_response(&self.simulate(order_id, &action)?.order))
             }
-            Route::Page(_) => Err(Error::new(ErrorKind::NotFound)),
-            Route::ListOrders => {
-                let page = self.list_orders(&merchant, &parse_list_query(query)?)?;
-                Ok(WireResponse::json_body(200, render::list_response_json(&page)))
-            }
+            Route::Page(_) | Route::GetOrder(_) | Route::ListOrders => Err(Error::new(ErrorKind::NotFound)),
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::orders::{
 use crate::rate_limit::RateLimiter;
 use crate::render;
 use crate::secrets::SecretBox;
-use crate::storage::{KeyRow, Store, StoreOptions, StoreTarget};
+use crate::storage::{Conn, KeyRow, Store, StoreOptions, StoreTarget};
 use crate::time::Timestamp;
 
 /// How often a key's `last_used_at` is written at most: often enough to tell an unused
@@ -279,6 +279,54 @@ impl Service {
     /// Missing, empty or inactive → `AUTHENTICATION_FAILED`; unknown, deleted, malformed
     /// or of the other environment → `Unauthorized`; over the rate → `API_LIMIT_EXCEEDED`.
     pub fn authenticate(&self, api_key: Option<&str>) -> Result<Merchant> {
+        self.authenticate_client(None, api_key)
+    }
+
+    /// [`Service::authenticate`] for a request from `client`: an address whose failed
+    /// authentications used up [`Config::failed_auth_limit`] is refused before its key is
+    /// looked at. `None` (a caller that does not know the address) skips the limit.
+    pub fn authenticate_client(&self, client: Option<std::net::IpAddr>, api_key: Option<&str>) -> Result<Merchant> {
+        self.read_as(client, api_key, |_| Ok(())).map(|(merchant, ())| merchant)
+    }
+
+    /// Authenticates `api_key` (as [`Service::authenticate_client`]) and runs `work` on the
+    /// merchant's data in the same read snapshot: one transaction for the key and the
+    /// read, the way the wire layer answers `GET /v1/orders...`.
+    pub(crate) fn read_as<T>(
+        &self,
+        client: Option<std::net::IpAddr>,
+        api_key: Option<&str>,
+        work: impl FnOnce(&MerchantReads<'_, '_>) -> Result<T>,
+    ) -> Result<(Merchant, T)> {
+        let address = client.map(|client| client.to_string());
+        let now = self.now();
+        if let Some(address) = &address {
+            if let Err(wait_ms) = self.auth_failures.check(address, now.as_millis()) {
+                return Err(Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) }));
+            }
+        }
+        let outcome = self.presented_key_hash(api_key).and_then(|hash| {
+            self.store.read(|db| {
+                let merchant = self.admit_key(db.key_by_hash(&hash)?, &hash, now)?;
+                let value = work(&MerchantReads { merchant: &merchant, db })?;
+                Ok((merchant, value))
+            })
+        });
+        match &outcome {
+            Ok((merchant, _)) => self.note_key_used(&merchant.key_id, now)?,
+            Err(error) if matches!(error.kind(), ErrorKind::AuthenticationFailed(_) | ErrorKind::Unauthorized) => {
+                if let Some(address) = &address {
+                    // Charged after the fact: only failures spend the address's budget.
+                    let _ = self.auth_failures.try_acquire(address, now.as_millis());
+                }
+            }
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// The hash to look a presented key up by, or why it cannot be one of this service's.
+    fn presented_key_hash(&self, api_key: Option<&str>) -> Result<[u8; 32]> {
         let presented = api_key.map(str::trim).unwrap_or("");
         if presented.is_empty() {
             return Err(Error::new(ErrorKind::AuthenticationFailed("Authentication token is not set or expired")));
@@ -286,43 +334,26 @@ impl Service {
         if keys::key_environment(presented) != Some(self.environment()) {
             return Err(Error::new(ErrorKind::Unauthorized));
         }
-        let hash = keys::hash_key(presented);
-        let row = self.store.read(|db| db.key_by_hash(&hash))?.ok_or_else(|| Error::new(ErrorKind::Unauthorized))?;
-        if !keys::hashes_match(&row.key_hash, &hash) || row.key.environment != self.environment() {
+        Ok(keys::hash_key(presented))
+    }
+
+    /// The merchant behind a stored key found by `hash`, once the key is active, of this
+    /// environment and within its rate.
+    fn admit_key(&self, row: Option<KeyRow>, hash: &[u8], now: Timestamp) -> Result<Merchant> {
+        let row = row.ok_or_else(|| Error::new(ErrorKind::Unauthorized))?;
+        if !keys::hashes_match(&row.key_hash, hash) || row.key.environment != self.environment() {
             return Err(Error::new(ErrorKind::Unauthorized));
         }
         if row.key.status != KeyStatus::Active {
             return Err(Error::new(ErrorKind::AuthenticationFailed("API key is inactive")));
         }
-        let now = self.now();
         if let Err(wait_ms) = self.rate_limiter.try_acquire(&row.key.id, now.as_millis()) {
             // Retry-After speaks in whole seconds: round up, so a client that waits that
             // long is not refused again.
             let retry_after_secs = wait_ms.div_ceil(1000).max(1);
             return Err(Error::new(ErrorKind::RateLimited { retry_after_secs }));
         }
-        self.note_key_used(&row.key.id, now)?;
         Ok(Merchant { key_id: row.key.id, user_id: row.key.user_id, environment: row.key.environment })
-    }
-
-    /// [`Service::authenticate`] for a request from `client`: an address whose failed
-    /// authentications used up [`Config::failed_auth_limit`] is refused before its key is
-    /// looked at. `None` (a caller that does not know the address) skips the limit.
-    pub fn authenticate_client(&self, client: Option<std::net::IpAddr>, api_key: Option<&str>) -> Result<Merchant> {
-        let Some(client) = client else { return self.authenticate(api_key) };
-        let address = client.to_string();
-        let now_ms = self.now().as_millis();
-        if let Err(wait_ms) = self.auth_failures.check(&address, now_ms) {
-            return Err(Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) }));
-        }
-        let result = self.authenticate(api_key);
-        if let Err(error) = &result {
-            if matches!(error.kind(), ErrorKind::AuthenticationFailed(_) | ErrorKind::Unauthorized) {
-                // Charged after the fact: only failures spend the address's budget.
-                let _ = self.auth_failures.try_acquire(&address, now_ms);
-            }
-        }
-        result
     }
 
     fn note_key_used(&self, key_id: &str, now: Timestamp) -> Result<()> {
@@ -533,23 +564,13 @@ impl Service {
     /// environment are reported as not found (`ORDER_NOT_VALID`).
     pub fn get_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
         self.check_merchant(merchant)?;
-        let order_id = canonical_order_id(order_id)?;
-        self.store
-            .read(|db| db.order_with_invoice(merchant.user_id, merchant.environment, &order_id))?
-            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+        self.store.read(|db| MerchantReads { merchant, db }.get_order(order_id))
     }
 
     /// A page of the merchant's orders, newest first (spec §4.3).
     pub fn list_orders(&self, merchant: &Merchant, query: &ListOrders) -> Result<OrderPage> {
         self.check_merchant(merchant)?;
-        query.validate()?;
-        let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
-        let mut orders = self.store.read(|db| {
-            db.list_orders(merchant.user_id, merchant.environment, query.status, i64::from(query.limit) + 1, offset)
-        })?;
-        let has_more = orders.len() > query.limit as usize;
-        orders.truncate(query.limit as usize);
-        Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
+        self.store.read(|db| MerchantReads { merchant, db }.list_orders(query))
     }
 
     fn check_merchant(&self, merchant: &Merchant) -> Result<()> {
@@ -558,6 +579,36 @@ impl Service {
         } else {
             Err(Error::new(ErrorKind::Unauthorized))
         }
+    }
+}
+
+/// A merchant's reads inside one read snapshot: what [`Service::get_order`] and
+/// [`Service::list_orders`] do, for callers that already hold the snapshot (the wire
+/// layer authenticates and reads in one, [`Service::read_as`]).
+pub(crate) struct MerchantReads<'s, 'c> {
+    merchant: &'s Merchant,
+    db: &'s Conn<'c>,
+}
+
+impl MerchantReads<'_, '_> {
+    /// The order `order_id` of this merchant with its invoice, or `ORDER_NOT_VALID`.
+    pub(crate) fn get_order(&self, order_id: &str) -> Result<OrderWithInvoice> {
+        let order_id = canonical_order_id(order_id)?;
+        self.db
+            .order_with_invoice(self.merchant.user_id, self.merchant.environment, &order_id)?
+            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+    }
+
+    /// A page of this merchant's orders, newest first (spec §4.3).
+    pub(crate) fn list_orders(&self, query: &ListOrders) -> Result<OrderPage> {
+        query.validate()?;
+        let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
+        let merchant = self.merchant;
+        let mut orders =
+            self.db.list_orders(merchant.user_id, merchant.environment, query.status, i64::from(query.limit) + 1, offset)?;
+        let has_more = orders.len() > query.limit as usize;
+        orders.truncate(query.limit as usize);
+        Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
     }
 }
 
