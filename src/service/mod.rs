@@ -604,8 +604,13 @@ impl MerchantReads<'_, '_> {
         query.validate()?;
         let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
         let merchant = self.merchant;
-        let mut orders =
-            self.db.list_orders(merchant.user_id, merchant.environment, query.status, i64::from(query.limit) + 1, offset)?;
+        let mut orders = self.db.list_orders(
+            merchant.user_id,
+            merchant.environment,
+            query.status,
+            i64::from(query.limit) + 1,
+            offset,
+        )?;
         let has_more = orders.len() > query.limit as usize;
         orders.truncate(query.limit as usize);
         Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
