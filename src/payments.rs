@@ -15,8 +15,15 @@ use crate::lifecycle::EventType;
 use crate::orders::{OrderStatus, OrderWithInvoice};
 use crate::time::Timestamp;
 
-/// Orders moved per expiry transaction, so a large backlog never holds the write lock long.
-pub const EXPIRY_BATCH: usize = 500;
+/// Orders moved per expiry transaction, so a large backlog never holds the write lock long
+/// (a batch takes a few milliseconds).
+pub const EXPIRY_BATCH: usize = 100;
+
+/// The pause between two expiry batches: long enough for API writes waiting on the write
+/// lock to take it (neither SQLite's busy handler nor a mutex hands it over fairly, so a
+/// loop that re-takes it at once starves them), short enough that 100,000 due orders
+/// cost under a second of pauses.
+pub const EXPIRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Most characters in a transaction id.
 pub(crate) const TXID_MAX_CHARS: usize = 256;

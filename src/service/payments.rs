@@ -365,7 +365,8 @@ impl Service {
 
     /// Moves every order of this environment whose quote expired by `now`: NEW →
     /// EXPIRED, PENDING with confirmed payments short and none awaiting confirmation →
-    /// FAILED. Works in transactions of [`EXPIRY_BATCH`] orders.
+    /// FAILED. Works in transactions of [`EXPIRY_BATCH`] orders with a pause of
+    /// [`EXPIRY_PAUSE`] between them, so API writes keep flowing while a backlog clears.
     pub fn expire_due(&self, now: Timestamp) -> Result<ExpiryReport> {
         let mut report = ExpiryReport::default();
         loop {
@@ -394,6 +395,7 @@ impl Service {
             if batch < EXPIRY_BATCH || changed == 0 {
                 return Ok(report);
             }
+            std::thread::sleep(EXPIRY_PAUSE);
         }
     }
 
