@@ -1,47 +1,42 @@
 //! Storage: every line of SQL in the crate lives under this module.
 //!
-//! The rest of the crate sees only [`Store`] and the typed methods of [`Conn`]; business
-//! rules never write SQL. Two backends sit behind the same methods, chosen by the target
-//! ([`StoreTarget`]): a SQLite file (this module and `orders.rs`, `keys.rs`,
-//! `payments.rs`, `delivery.rs`, which hold the SQLite statements and, at the top of
-//! each method, the hand-over to the PostgreSQL twin in `postgres/`), and PostgreSQL
-//! (`postgres/`, feature `postgres`).
+//! One interface, two backends. The rest of the crate sees only [`Store`] and the typed
+//! methods of [`Conn`]; business rules never write SQL. What both backends share is
+//! written once here: the target and options, the records the queries return
+//! (`records.rs`), the column lists and row decoders (`rows.rs`), the outbox tables
+//! (`outbox.rs`) and the one dispatch of every method of [`Conn`] to its backend.
+//! Each backend has its own folder with the same files: `sqlite/` (a SQLite file) and
+//! `postgres/` (a PostgreSQL server, feature `postgres`), each holding its statements in
+//! `orders.rs`, `keys.rs`, `payments.rs` and `delivery.rs` and its connection handling
+//! in `mod.rs`.
 //!
-//! SQLite runs in WAL mode: one writer connection (behind a mutex, writes take the lock
-//! up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so reads never
-//! queue behind a slow write. Other processes may use the same file; their writes wait on
-//! `busy_timeout`, and a busy write is retried rather than reported.
+//! State names in statements come from the enums that own them (bound as parameters or
+//! built into the statement from `as_str()`), so renaming a state is one change in its
+//! enum; the migrations' CHECK constraints are held to the same names by a test below.
 
-/// The SQLite connection behind `conn`; on PostgreSQL, returns from the calling method
-/// with `$call`, its twin in `postgres/` (same name, same arguments).
-macro_rules! sqlite_or {
-    ($conn:expr, $pg:ident => $call:expr) => {
-        match $conn {
-            Conn::Sqlite(connection) => *connection,
-            #[cfg(feature = "postgres")]
-            Conn::Postgres($pg) => return $call,
-        }
-    };
-}
-
-mod delivery;
-mod keys;
-mod orders;
-mod payments;
+mod outbox;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod records;
+mod rows;
+mod sqlite;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::types::Type;
-use rusqlite::{Connection, ErrorCode, OpenFlags, Row, TransactionBehavior};
+use crate::delivery::{Outbox, WebhookAttempt};
+use crate::environment::Environment;
+use crate::error::Result;
+#[cfg(not(feature = "postgres"))]
+use crate::error::{Error, ErrorKind};
+use crate::keys::{ApiKey, KeyStatus};
+use crate::mail::Email;
+use crate::orders::{Order, OrderStatus, OrderWithInvoice};
+use crate::payments::{Event, Payment, PaymentState, Rate};
+use crate::time::Timestamp;
 
-use crate::error::{Error, ErrorKind, Result, StorageError};
-
-pub(crate) use delivery::{AttemptResult, ClaimedEvent};
-pub(crate) use keys::KeyRow;
+pub(crate) use records::{AttemptResult, ClaimedEvent, DeliveryRow, KeyRow, PriorCreate};
+pub use sqlite::SCHEMA_VERSION;
 
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
 /// [`crate::Service::open`], `--db` or `COINORDER_DB`. Displayed without any password, so
@@ -97,11 +92,21 @@ impl std::fmt::Debug for StoreTarget {
     }
 }
 
+/// Options for opening the database.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreOptions {
+    /// SQLite only: `synchronous=FULL` rather than `NORMAL`.
+    pub synchronous_full: bool,
+    /// How long a write waits for another writer (SQLite's lock; PostgreSQL's lock
+    /// timeout and retries).
+    pub busy_timeout: Duration,
+}
+
 /// The database, on either backend.
 #[derive(Debug)]
 pub(crate) enum Store {
     /// A SQLite file.
-    Sqlite(SqliteStore),
+    Sqlite(sqlite::SqliteStore),
     /// A PostgreSQL server.
     #[cfg(feature = "postgres")]
     Postgres(postgres::PgStore),
@@ -114,20 +119,11 @@ impl Store {
     }
 }
 
-/// A connection (or an open transaction) with the crate's typed queries on it.
-pub(crate) enum Conn<'a> {
-    /// A SQLite connection or transaction.
-    Sqlite(&'a Connection),
-    /// A PostgreSQL transaction.
-    #[cfg(feature = "postgres")]
-    Postgres(&'a postgres::PgConn),
-}
-
 impl Store {
     /// Opens (creating and migrating if needed) the database at `target`.
     pub(crate) fn open(target: &StoreTarget, options: StoreOptions) -> Result<Store> {
         match target {
-            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(SqliteStore::open(path, options)?)),
+            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(sqlite::SqliteStore::open(path, options)?)),
             #[cfg(feature = "postgres")]
             StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),
             #[cfg(not(feature = "postgres"))]
@@ -185,261 +181,168 @@ impl Store {
     }
 }
 
-/// Schema migrations, applied in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-    include_str!("../../migrations/sqlite/0002_payments.sql"),
-    include_str!("../../migrations/sqlite/0003_delivery.sql"),
-    include_str!("../../migrations/sqlite/0004_retired_keys.sql"),
-    include_str!("../../migrations/sqlite/0005_event_sequence.sql"),
-];
-
-/// The schema version this library writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
-/// Idle read connections kept for reuse.
-const MAX_IDLE_READERS: usize = 16;
-
-/// How many times a write that found the database busy is tried again.
-const BUSY_RETRIES: u32 = 20;
-
-/// Options for opening the database.
-#[derive(Debug, Clone)]
-pub(crate) struct StoreOptions {
-    /// SQLite only: `synchronous=FULL` rather than `NORMAL`.
-    pub synchronous_full: bool,
-    /// How long a write waits for another writer (SQLite's lock; PostgreSQL's lock
-    /// timeout and retries).
-    pub busy_timeout: Duration,
+/// A connection (or an open transaction) with the crate's typed queries on it.
+pub(crate) enum Conn<'a> {
+    /// A SQLite connection or transaction.
+    Sqlite(sqlite::SqliteConn<'a>),
+    /// A PostgreSQL transaction.
+    #[cfg(feature = "postgres")]
+    Postgres(&'a postgres::PgConn),
 }
 
-/// A SQLite database: one writer connection and a pool of readers over one file.
-#[derive(Debug)]
-pub(crate) struct SqliteStore {
-    path: PathBuf,
-    options: StoreOptions,
-    writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
+/// A database crate's result as the crate's own: how each backend turns its errors into
+/// a [`crate::error::StorageError`] without a `From` impl on [`crate::Error`], which
+/// would make `rusqlite` and `postgres` part of the public API. Each backend implements
+/// it for its crate's `Result` (`sqlite/mod.rs`, `postgres/mod.rs`).
+trait DbResult<T> {
+    /// The same result, its error converted (and classified busy or not) by the backend.
+    fn db(self) -> Result<T>;
 }
 
-impl SqliteStore {
-    /// Opens (creating if needed) and migrates the database at `path`.
-    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<SqliteStore> {
-        // Switching a new file to WAL and the first migration need locks for which SQLite
-        // does not always call the busy handler (several processes opening a new file at
-        // once); retry the whole opening until `busy_timeout` has passed.
-        let started = std::time::Instant::now();
-        let writer = loop {
-            match open_writer(path, &options) {
-                Err(err) if is_busy(&err) && started.elapsed() < options.busy_timeout => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                other => break other?,
-            }
-        };
-        Ok(SqliteStore {
-            path: path.to_path_buf(),
-            options,
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Runs `work` in one write transaction: all of it commits, or none of it.
-    ///
-    /// The transaction starts `IMMEDIATE` so it never has to upgrade a read lock (which
-    /// is what makes SQLite answer BUSY without waiting); if the database is still busy
-    /// after `busy_timeout`, the whole transaction is tried again.
-    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
-        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Waiting is bounded by busy_timeout in all: a database held locked longer than
-        // that (by something abnormal) is reported rather than waited on forever.
-        let deadline = std::time::Instant::now() + self.options.busy_timeout;
-        let mut attempt = 0;
-        loop {
-            let outcome = (|| {
-                let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let value = work(&Conn::Sqlite(&tx))?;
-                tx.commit()?;
-                Ok(value)
-            })();
-            match outcome {
-                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES && std::time::Instant::now() < deadline => {
-                    attempt += 1;
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    writer.busy_timeout(left.max(Duration::from_millis(1)))?;
-                }
-                other => {
-                    if attempt > 0 {
-                        writer.busy_timeout(self.options.busy_timeout)?;
+/// Writes each typed method of [`Conn`] as one hand-over to the method of the same name
+/// and arguments on the backend's connection (`sqlite::SqliteConn`, `postgres::PgConn`).
+/// The interface is declared once, here, with its documentation; a backend that lacks a
+/// method, or has it with other types, fails to compile.
+macro_rules! dispatch {
+    ($($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        impl Conn<'_> {
+            $(
+                $(#[$meta])*
+                pub(crate) fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match self {
+                        Conn::Sqlite(conn) => conn.$name($($arg),*),
+                        #[cfg(feature = "postgres")]
+                        Conn::Postgres(conn) => conn.$name($($arg),*),
                     }
-                    return other;
                 }
-            }
+            )*
         }
-    }
-
-    /// Runs `work` in one write transaction if the write lock is free right now (in this
-    /// process and in the file), else does nothing and returns `None`. For bookkeeping
-    /// that must never make a read wait.
-    pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
-        let mut writer = match self.writer.try_lock() {
-            Ok(writer) => writer,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
-        };
-        writer.busy_timeout(Duration::ZERO)?;
-        let outcome = (|| {
-            let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = work(&Conn::Sqlite(&tx))?;
-            tx.commit()?;
-            Ok(value)
-        })();
-        writer.busy_timeout(self.options.busy_timeout)?;
-        match outcome {
-            Err(err) if is_busy(&err) => Ok(None),
-            other => other.map(Some),
-        }
-    }
-
-    /// Runs `work` on a read-only connection from the pool (a consistent snapshot).
-    pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
-        let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => self.open_reader()?,
-        };
-        let result = work(&Conn::Sqlite(&conn));
-        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        if readers.len() < MAX_IDLE_READERS {
-            readers.push(conn);
-        }
-        result
-    }
-
-    fn open_reader(&self) -> Result<Connection> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(&self.path, flags)?;
-        configure(&conn, &self.options)?;
-        conn.pragma_update(None, "query_only", true)?;
-        Ok(conn)
-    }
+    };
 }
 
-fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
-    create_private(path);
-    let mut writer = Connection::open(path)?;
-    configure(&writer, options)?;
-    let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-    migrate(&mut writer)?;
-    Ok(writer)
-}
+dispatch! {
+    // Orders and invoices (`orders.rs`).
 
-/// Creates a missing database file readable by its owner only (SQLite gives its -wal and
-/// -shm files the same mode): it holds merchants' orders and customers' e-mail addresses.
-fn create_private(path: &Path) {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    // An existing file keeps its mode; a path that cannot be created (a missing
-    // directory, ...) is reported by SQLite when it opens it.
-    let _ = options.open(path);
-}
+    /// What an earlier Create Order with the same merchant reference stored, if any.
+    fn prior_create(user_id: i64, environment: Environment, merchant_order_id: &str) -> Result<Option<PriorCreate>>;
+    /// Inserts a new order and its invoice, with what idempotent replays of its create need.
+    fn insert_order_with_invoice(created: &OrderWithInvoice, request_hash: &[u8], create_response: &str) -> Result<()>;
+    /// The order with its invoice, only if it belongs to this merchant and environment.
+    fn order_with_invoice(user_id: i64, environment: Environment, order_id: &str) -> Result<Option<OrderWithInvoice>>;
+    /// The order with its invoice in `environment`, whoever owns it (host-level calls).
+    /// In a write transaction on PostgreSQL it locks both rows: the read before a change.
+    fn order_in_environment(environment: Environment, order_id: &str) -> Result<Option<OrderWithInvoice>>;
+    /// Writes the state and received amounts of an order and its invoice.
+    fn update_order_state(current: &OrderWithInvoice) -> Result<()>;
+    /// Orders of `environment` whose quote expired by `now` and that expiry would move:
+    /// NEW ones, and PENDING ones with no counted payment still waiting to confirm.
+    fn orders_due_for_expiry(environment: Environment, now: i64, limit: i64) -> Result<Vec<String>>;
+    /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).
+    fn list_orders(user_id: i64, environment: Environment, status: Option<OrderStatus>, limit: i64, offset: i64) -> Result<Vec<Order>>;
 
-fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
-    conn.busy_timeout(options.busy_timeout)?;
-    conn.pragma_update(None, "foreign_keys", true)?;
-    let sync = if options.synchronous_full { "FULL" } else { "NORMAL" };
-    conn.pragma_update(None, "synchronous", sync)?;
-    // Keep one plan per cached statement: without this, SQLite re-prepares a statement
-    // whenever a bound value might change its plan, which made point reads parse SQL on
-    // every call.
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.set_prepared_statement_cache_capacity(64);
-    Ok(())
-}
+    // API keys (`keys.rs`).
 
-fn is_busy(err: &Error) -> bool {
-    matches!(err.kind(), ErrorKind::Storage(e) if e.is_busy())
-}
+    /// Stores a new key.
+    fn insert_key(row: &KeyRow) -> Result<()>;
+    /// The key with that id, if any.
+    fn key_by_id(id: &str) -> Result<Option<KeyRow>>;
+    /// The key whose secret hashes to `key_hash`, if any: how a request's key is found.
+    fn key_by_hash(key_hash: &[u8]) -> Result<Option<KeyRow>>;
+    /// Every key, oldest first (ties by id, in byte order).
+    fn all_keys() -> Result<Vec<ApiKey>>;
+    /// Returns false when no key has that id.
+    fn set_key_status(id: &str, status: KeyStatus) -> Result<bool>;
+    /// Returns false when no key has that id.
+    fn set_key_webhook_url(id: &str, url: Option<&str>) -> Result<bool>;
+    /// Returns false when no key has that id.
+    fn set_key_webhook_secret(id: &str, sealed: &str) -> Result<bool>;
+    /// Stamps the key's last use.
+    fn touch_key(id: &str, now: Timestamp) -> Result<()>;
+    /// Deletes the key, keeping only what signing its orders' pending webhooks needs.
+    /// Returns false when no key has that id.
+    fn delete_key(id: &str, now: Timestamp) -> Result<bool>;
+    /// The webhook URL and sealed signing secret of a live or deleted key.
+    fn signing_key(id: &str) -> Result<Option<(Option<String>, String)>>;
 
-/// How much of an unreadable stored value an error message quotes: enough to recognise
-/// it, not so much that a stray blob floods the log.
-const QUOTED_VALUE_CHARS: usize = 64;
+    // Payments, events and rates (`payments.rs`).
 
-/// A stored value that is not one this library knows; carried through rusqlite's row
-/// mappers (which can only return `rusqlite::Error`) and turned into
-/// [`ErrorKind::Corrupt`] by the `From` conversion below.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct UnknownValue(String);
+    /// The payment with that transaction id in `environment`, if any.
+    fn payment_by_txid(environment: Environment, txid: &str) -> Result<Option<Payment>>;
+    /// The order's payments, first seen first (ties by txid, in byte order).
+    fn payments_for_order(order_id: &str) -> Result<Vec<Payment>>;
+    /// Stores a newly seen payment.
+    fn insert_payment(environment: Environment, payment: &Payment) -> Result<()>;
+    /// Moves a payment to its final state.
+    fn settle_payment(environment: Environment, txid: &str, state: PaymentState, at: Timestamp) -> Result<()>;
+    /// Takes the order's next event number (1, 2, 3...): a write, so call it once per
+    /// event, in the transaction that inserts that event.
+    ///
+    /// A counter on the order row rather than `MAX(sequence) + 1` over its events: with
+    /// several writers two transactions could read the same maximum, while this UPDATE
+    /// makes the second wait for the first's row lock and then see its number.
+    fn take_event_sequence(order_id: &str) -> Result<i64>;
+    /// Adds an event to the outbox (pending delivery).
+    fn insert_event(event: &Event) -> Result<()>;
+    /// The order's events in sequence order.
+    fn events_for_order(order_id: &str) -> Result<Vec<Event>>;
+    /// The event with that id, if any.
+    fn event_by_id(event_id: &str) -> Result<Option<Event>>;
+    /// Sets a host rate, replacing the one for the same pair.
+    fn upsert_rate(rate: &Rate) -> Result<()>;
+    /// The host rate for the pair, if set.
+    fn rate(environment: Environment, crypto: &str, fiat: &str) -> Result<Option<Rate>>;
+    /// Every host rate of `environment`, by crypto, then fiat (byte order).
+    fn rates(environment: Environment) -> Result<Vec<Rate>>;
+    /// Returns false when there was no such rate.
+    fn delete_rate(environment: Environment, crypto: &str, fiat: &str) -> Result<bool>;
 
-/// Reads the text column `column` and decodes it with `parse`; a value `parse` refuses
-/// is an [`ErrorKind::Corrupt`] error naming `what` (`table.column`), never a default.
-///
-/// One path for every decoder of stored enums and amounts, so that no backend (and no
-/// new column) can quietly read an unknown value as some other one.
-fn decode<T>(row: &Row<'_>, column: usize, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> rusqlite::Result<T> {
-    let text: String = row.get(column)?;
-    parse(&text).ok_or_else(|| {
-        let quoted: String = text.chars().take(QUOTED_VALUE_CHARS).collect();
-        let message = format!("{what}: unknown value {quoted:?}");
-        rusqlite::Error::FromSqlConversionFailure(column, Type::Text, Box::new(UnknownValue(message)))
-    })
-}
+    // The two outboxes, the webhook attempt log and the e-mails (`delivery.rs`).
 
-/// SQLite's errors become the backend-neutral [`StorageError`], so `rusqlite` stays out
-/// of the public error type. (An implementation detail of the storage module: hidden.)
-#[doc(hidden)]
-impl From<rusqlite::Error> for Error {
-    fn from(err: rusqlite::Error) -> Self {
-        if let rusqlite::Error::FromSqlConversionFailure(_, _, source) = &err {
-            if let Some(UnknownValue(message)) = source.downcast_ref::<UnknownValue>() {
-                return Error::new(ErrorKind::Corrupt(message.clone()));
-            }
-        }
-        let busy = matches!(
-            &err,
-            rusqlite::Error::SqliteFailure(e, _) if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-        );
-        Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
-    }
-}
-
-/// Brings the schema up to [`SCHEMA_VERSION`], one migration per transaction, and
-/// refuses a database written by a newer library.
-fn migrate(conn: &mut Connection) -> Result<()> {
-    loop {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        if version > SCHEMA_VERSION {
-            return Err(Error::new(ErrorKind::SchemaTooNew { found: version, supported: SCHEMA_VERSION }));
-        }
-        if version == SCHEMA_VERSION {
-            return Ok(());
-        }
-        // A negative version was never written by coinorder: refuse it rather than
-        // replaying the first migration over whatever the file holds.
-        let sql = usize::try_from(version)
-            .ok()
-            .and_then(|index| MIGRATIONS.get(index))
-            .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("user_version: unknown value {version}"))))?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version + 1)?;
-        tx.commit()?;
-    }
+    /// Leases up to `limit` due messages of `outbox` to `lease_token` until
+    /// `lease_until`, counts the attempt, and returns their ids, earliest due first.
+    ///
+    /// In an ordered outbox (webhooks), a message whose order has an earlier one not yet
+    /// attempted, or leased right now (its attempt may still be in flight in another
+    /// worker or process), waits, so each order's messages are first attempted in
+    /// sequence order however many deliverers run.
+    ///
+    /// Call it inside `Store::write` from a closure that does nothing but database work
+    /// and returns what it found: a busy database makes `Store::write` run the closure
+    /// again, and anything it did outside the transaction (counting, logging, sending)
+    /// would then happen twice, while the first run's lease was rolled back.
+    fn claim_due(outbox: Outbox, environment: Environment, now: Timestamp, lease_until: Timestamp, lease_token: &str, limit: i64) -> Result<Vec<String>>;
+    /// Records an attempt's outcome and releases the lease, if the attempt's lease token
+    /// still holds it (a lease that ran out may have passed to another deliverer, whose
+    /// record then stands). Returns whether it did.
+    fn finish_attempt(result: &AttemptResult<'_>) -> Result<bool>;
+    /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
+    /// right now is kept: the attempt in flight finishes before anyone sends it again.
+    fn requeue(outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool>;
+    /// A claimed event with what sending it needs: its payload and its order's webhook
+    /// URL and key.
+    fn claimed_event(event_id: &str) -> Result<ClaimedEvent>;
+    /// Logs one webhook request (an attempt that found no target made none).
+    fn log_webhook_attempt(event_id: &str, log: &WebhookAttempt) -> Result<()>;
+    /// The delivery columns of the order's events, in sequence order.
+    fn delivery_rows(order_id: &str) -> Result<Vec<DeliveryRow>>;
+    /// The logged requests of one event's webhook, oldest first.
+    fn attempts_for_event(event_id: &str) -> Result<Vec<WebhookAttempt>>;
+    /// Orders of `environment` that have events, newest event first.
+    fn orders_with_events(environment: Environment, limit: i64) -> Result<Vec<String>>;
+    /// Adds a payment-link e-mail to the outbox, pending and due at its creation.
+    fn insert_email(environment: Environment, email: &Email) -> Result<()>;
+    /// One e-mail by id (a claimed one: its `attempts` counts the attempt just leased).
+    fn email(email_id: &str) -> Result<Email>;
+    /// The newest e-mails of `environment`, of one order or of all.
+    fn emails(environment: Environment, order_id: Option<&str>, limit: i64) -> Result<Vec<Email>>;
 }
 
 #[cfg(test)]
 impl Conn<'_> {
     /// The SQLite connection, for tests that write raw SQL.
-    pub(crate) fn sqlite_for_test(&self) -> &Connection {
+    pub(crate) fn sqlite_for_test(&self) -> &rusqlite::Connection {
         match self {
-            Conn::Sqlite(connection) => connection,
+            Conn::Sqlite(conn) => conn.connection(),
             #[cfg(feature = "postgres")]
             Conn::Postgres(_) => panic!("a SQLite test got a PostgreSQL connection"),
         }
@@ -448,77 +351,91 @@ impl Conn<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
 
-    fn options() -> StoreOptions {
-        StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
+    use crate::delivery::DeliveryState;
+    use crate::environment::Environment;
+    use crate::keys::KeyStatus;
+    use crate::mail::EmailState;
+    use crate::payments::PaymentState;
+
+    /// Every name of an enum, from a match that lists every variant: a new variant fails
+    /// to compile here until it is added, so the check below cannot miss it.
+    macro_rules! names {
+        ($enum:ident: $($variant:ident),+) => {{
+            fn exhaustive(value: $enum) {
+                match value {
+                    $($enum::$variant)|+ => {}
+                }
+            }
+            let _ = exhaustive;
+            vec![$($enum::$variant.as_str()),+]
+        }};
+    }
+
+    /// The quoted names of every `CHECK (column IN (...))` in `sql`, by `table.column`,
+    /// whether the column came with its `CREATE TABLE` or a later `ALTER TABLE`.
+    fn check_constraints(sql: &str) -> BTreeMap<String, Vec<String>> {
+        let code: String = sql.lines().map(|line| line.split("--").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+        let mut found = BTreeMap::new();
+        for statement in code.split(';') {
+            let words: Vec<&str> = statement.split_whitespace().collect();
+            let table = match words.as_slice() {
+                ["CREATE", "TABLE", table, ..] | ["ALTER", "TABLE", table, ..] => table.to_string(),
+                _ => continue,
+            };
+            let mut rest = statement;
+            while let Some(at) = rest.find("CHECK (") {
+                rest = &rest[at + "CHECK (".len()..];
+                // Only `CHECK (column IN (...))`; other checks (none today) name no states.
+                let Some((column, list)) = rest.split_once(" IN (") else { continue };
+                if !column.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let list = list.split(')').next().unwrap_or("");
+                let names = list.split(',').map(|name| name.trim().trim_matches('\'').to_string()).collect();
+                found.insert(format!("{table}.{}", column.trim()), names);
+            }
+        }
+        found
     }
 
     #[test]
-    fn new_database_gets_current_schema_and_newer_is_refused() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let path = dir.path().join("t.db");
-        let store = SqliteStore::open(&path, options())?;
-        let version = store
-            .read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
-        assert_eq!(version, SCHEMA_VERSION);
-        drop(store);
-        let conn = Connection::open(&path)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)?;
-        drop(conn);
-        let err = SqliteStore::open(&path, options()).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("newer than this library"), "{err}");
-        Ok(())
-    }
-
-    #[test]
-    fn a_version_1_database_is_migrated_with_its_data() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let path = dir.path().join("old.db");
-        let conn = Connection::open(&path)?;
-        conn.execute_batch(MIGRATIONS[0])?;
-        conn.pragma_update(None, "user_version", 1)?;
-        conn.execute_batch(
-            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, amount, currency,
-                                 status, request_hash, create_response, created_at, updated_at)
-             VALUES ('00000000-0000-4000-8000-000000000001', 'sandbox', 7, 'key_x', 'old-1', '19.99', 'USD',
-                     'NEW', x'00', '{}', 1000, 1000);
-             INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, created_at, expired_at,
-                                   updated_at)
-             VALUES ('inv-1', '00000000-0000-4000-8000-000000000001', '19.99', 'USDT', '1', 'NEW', 1000, 2000, 1000);",
-        )?;
-        drop(conn);
-        let store = SqliteStore::open(&path, options())?;
-        let order = store
-            .read(|c| c.order_in_environment(crate::Environment::Sandbox, "00000000-0000-4000-8000-000000000001"))?;
-        let order = order.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
-        assert_eq!(order.order.amount.to_string(), "19.99");
-        assert_eq!(order.invoice.address, "");
-        assert!(!order.order.marked_paid);
-        let version = store
-            .read(|c| Ok(c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?))?;
-        assert_eq!(version, SCHEMA_VERSION);
-        let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
-        assert!(events.is_empty());
-        Ok(())
-    }
-
-    #[test]
-    fn a_negative_schema_version_is_corrupt() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let path = dir.path().join("t.db");
-        Connection::open(&path)?.pragma_update(None, "user_version", -1)?;
-        let err = SqliteStore::open(&path, options()).err().map(|e| e.kind().to_string()).unwrap_or_default();
-        assert_eq!(err, "stored data could not be read: user_version: unknown value -1");
-        Ok(())
-    }
-
-    #[test]
-    fn reads_cannot_write() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let store = SqliteStore::open(&dir.path().join("t.db"), options())?;
-        let result = store.read(|c| Ok(c.sqlite_for_test().execute("DELETE FROM orders", [])?));
-        assert!(result.is_err());
-        Ok(())
+    fn every_state_name_is_in_the_check_constraints_of_both_backends() {
+        let environments = names!(Environment: Sandbox, Live);
+        let expected: Vec<(&str, Vec<&str>)> = vec![
+            ("api_keys.status", names!(KeyStatus: Active, Inactive)),
+            ("payments.state", names!(PaymentState: Unconfirmed, Confirmed, Rejected)),
+            ("events.delivery_state", names!(DeliveryState: Pending, Delivered, Failed, NoTarget)),
+            ("emails.state", names!(EmailState: Pending, Sent, Failed)),
+            ("api_keys.environment", environments.clone()),
+            ("orders.environment", environments.clone()),
+            ("payments.environment", environments.clone()),
+            ("events.environment", environments.clone()),
+            ("rates.environment", environments.clone()),
+            ("emails.environment", environments.clone()),
+            ("retired_keys.environment", environments),
+        ];
+        let backends = [
+            ("sqlite", super::sqlite::MIGRATIONS.concat()),
+            #[cfg(feature = "postgres")]
+            ("postgres", super::postgres::MIGRATIONS.concat()),
+        ];
+        for (backend, sql) in &backends {
+            let checks = check_constraints(sql);
+            for (column, names) in &expected {
+                let mut want: Vec<&str> = names.clone();
+                let mut have: Vec<&str> =
+                    checks.get(*column).map(|v| v.iter().map(String::as_str).collect()).unwrap_or_default();
+                want.sort_unstable();
+                have.sort_unstable();
+                assert_eq!(have, want, "{backend}: CHECK of {column}");
+            }
+            // Every constrained column is one the enums above speak for: a new CHECK
+            // gets its enum listed here.
+            for column in checks.keys() {
+                assert!(expected.iter().any(|(name, _)| name == column), "{backend}: {column} has no enum above");
+            }
+        }
     }
 }

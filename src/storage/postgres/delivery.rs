@@ -1,53 +1,19 @@
-//! PostgreSQL twins of the methods in `storage/delivery.rs`.
-
-use postgres::Row;
+//! PostgreSQL statements for the outboxes, the webhook attempt log and the e-mail rows:
+//! those of `sqlite/delivery.rs`, with the same outbox tables (`storage/outbox.rs`),
+//! column lists and row builders (`storage/rows.rs`).
 
 use super::PgConn;
-use crate::delivery::{DeliveryState, Outbox, Settled, WebhookAttempt};
+use crate::delivery::{Outbox, Settled, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mail::{Email, EmailState};
-use crate::storage::delivery::{lease_expired, table, AttemptResult, ClaimedEvent, DeliveryRow, Table, EMAIL_COLUMNS};
+use crate::storage::outbox::{lease_expired, table, Table};
+use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
+use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
 
-/// The one lease-expiry rule of the SQLite module ([`lease_expired`]), with its `:now`
-/// named parameter turned into the positional `now` placeholder of the statement.
-fn lease_expired_at(alias: &str, now: &str) -> String {
-    lease_expired(alias).replace(":now", now)
-}
-
-fn attempt_row(row: &Row) -> Result<WebhookAttempt> {
-    Ok(WebhookAttempt {
-        attempt: row.try_get(0)?,
-        url: row.try_get(1)?,
-        started_at: Timestamp(row.try_get(2)?),
-        status: row.try_get::<_, Option<i64>>(3)?.and_then(|s| u16::try_from(s).ok()),
-        latency_ms: row.try_get(4)?,
-        response_excerpt: row.try_get(5)?,
-        error: row.try_get(6)?,
-    })
-}
-
-/// Reads a row of [`EMAIL_COLUMNS`].
-fn email_row(row: &Row) -> Result<Email> {
-    Ok(Email {
-        email_id: row.try_get(0)?,
-        order_id: row.try_get(1)?,
-        recipient: row.try_get(2)?,
-        subject: row.try_get(3)?,
-        text_body: row.try_get(4)?,
-        html_body: row.try_get(5)?,
-        state: super::decode(row, 6, "emails.state", EmailState::parse)?,
-        attempts: row.try_get(7)?,
-        next_attempt_at: Timestamp(row.try_get(8)?),
-        last_error: row.try_get(9)?,
-        sent_at: row.try_get::<_, Option<i64>>(10)?.map(Timestamp),
-        created_at: Timestamp(row.try_get(11)?),
-    })
-}
-
-/// PostgreSQL twins of the outbox methods of [`crate::storage::Conn`] (same names, same
-/// arguments, same results).
+/// The PostgreSQL side of the outbox methods of [`crate::storage::Conn`] (same names,
+/// arguments and results).
 impl PgConn {
     /// [`crate::storage::Conn::claim_due`] for writers on several hosts at once: the
     /// SELECT locks the messages it picks and skips those another deliverer is leasing
@@ -72,7 +38,7 @@ impl PgConn {
                     "AND (m.attempts > 0 OR NOT EXISTS (
                         SELECT 1 FROM {name} p WHERE p.order_id = m.order_id AND p.{sequence} < m.{sequence}
                           AND p.{state} = '{pending}' AND (p.attempts = 0 OR NOT ({}))))",
-                    lease_expired_at("p", "$2")
+                    lease_expired("p", "$2")
                 ),
                 format!(", m.{sequence}"),
             ),
@@ -84,14 +50,10 @@ impl PgConn {
                AND {} {in_order}
              ORDER BY m.next_attempt_at, m.created_at{tie_break} LIMIT $3
              FOR UPDATE OF m SKIP LOCKED",
-            lease_expired_at("m", "$2")
+            lease_expired("m", "$2")
         );
         let now_ms = now.as_millis();
-        let claimed = self
-            .query(&sql, &[&environment.as_str(), &now_ms, &limit])?
-            .iter()
-            .map(|row| row.try_get::<_, String>(0))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let claimed = self.query(&sql, &[&environment.as_str(), &now_ms, &limit], rows::id)?;
         if claimed.is_empty() {
             return Ok(claimed);
         }
@@ -143,18 +105,14 @@ impl PgConn {
     }
 
     pub(crate) fn claimed_event(&self, event_id: &str) -> Result<ClaimedEvent> {
-        let row = self.query_one(
-            "SELECT e.event_id, e.payload, e.attempts, o.webhook_url, o.key_id
-             FROM events e JOIN orders o ON o.order_id = e.order_id WHERE e.event_id = $1",
+        self.query_one(
+            &format!(
+                "SELECT {CLAIMED_EVENT_COLUMNS}
+                 FROM events e JOIN orders o ON o.order_id = e.order_id WHERE e.event_id = $1"
+            ),
             &[&event_id],
-        )?;
-        Ok(ClaimedEvent {
-            event_id: row.try_get(0)?,
-            payload: row.try_get(1)?,
-            attempt: row.try_get(2)?,
-            order_webhook_url: row.try_get(3)?,
-            key_id: row.try_get(4)?,
-        })
+            rows::claimed_event,
+        )
     }
 
     pub(crate) fn log_webhook_attempt(&self, event_id: &str, log: &WebhookAttempt) -> Result<()> {
@@ -178,48 +136,29 @@ impl PgConn {
     }
 
     pub(crate) fn delivery_rows(&self, order_id: &str) -> Result<Vec<DeliveryRow>> {
-        let rows = self.query(
-            "SELECT event_id, delivery_state, attempts, next_attempt_at, delivered_at, last_error
-             FROM events WHERE order_id = $1 ORDER BY sequence",
-            &[&order_id],
-        )?;
-        rows.iter()
-            .map(|row| {
-                Ok(DeliveryRow {
-                    event_id: row.try_get(0)?,
-                    state: super::decode(row, 1, "events.delivery_state", DeliveryState::parse)?,
-                    attempts: row.try_get(2)?,
-                    next_attempt_at: Timestamp(row.try_get(3)?),
-                    delivered_at: row.try_get::<_, Option<i64>>(4)?.map(Timestamp),
-                    last_error: row.try_get(5)?,
-                })
-            })
-            .collect()
+        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM events WHERE order_id = $1 ORDER BY sequence");
+        self.query(&sql, &[&order_id], rows::delivery)
     }
 
     pub(crate) fn attempts_for_event(&self, event_id: &str) -> Result<Vec<WebhookAttempt>> {
-        let rows = self.query(
-            "SELECT attempt, url, started_at, status, latency_ms, response_excerpt, error
-             FROM webhook_attempts WHERE event_id = $1 ORDER BY id",
-            &[&event_id],
-        )?;
-        rows.iter().map(attempt_row).collect()
+        let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_attempts WHERE event_id = $1 ORDER BY id");
+        self.query(&sql, &[&event_id], rows::attempt)
     }
 
     pub(crate) fn orders_with_events(&self, environment: Environment, limit: i64) -> Result<Vec<String>> {
-        let rows = self.query(
+        self.query(
             "SELECT order_id FROM events WHERE environment = $1
              GROUP BY order_id ORDER BY MAX(created_at) DESC LIMIT $2",
             &[&environment.as_str(), &limit],
-        )?;
-        Ok(rows.iter().map(|row| row.try_get(0)).collect::<std::result::Result<Vec<_>, _>>()?)
+            rows::id,
+        )
     }
 
     pub(crate) fn insert_email(&self, environment: Environment, email: &Email) -> Result<()> {
         self.execute(
             "INSERT INTO emails (email_id, order_id, environment, recipient, subject, text_body, html_body,
                                  state, attempts, next_attempt_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9)",
             &[
                 &email.email_id,
                 &email.order_id,
@@ -228,6 +167,7 @@ impl PgConn {
                 &email.subject,
                 &email.text_body,
                 &email.html_body,
+                &EmailState::Pending.as_str(),
                 &email.created_at.as_millis(),
             ],
         )?;
@@ -235,28 +175,28 @@ impl PgConn {
     }
 
     pub(crate) fn email(&self, email_id: &str) -> Result<Email> {
-        let row = self.query_one(&format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE email_id = $1"), &[&email_id])?;
-        email_row(&row)
+        self.query_one(&format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE email_id = $1"), &[&email_id], rows::email)
     }
 
     pub(crate) fn emails(&self, environment: Environment, order_id: Option<&str>, limit: i64) -> Result<Vec<Email>> {
         let env = environment.as_str();
-        let rows = match order_id {
+        match order_id {
             Some(order_id) => self.query(
                 &format!(
                     "SELECT {EMAIL_COLUMNS} FROM emails WHERE environment = $1 AND order_id = $2
                      ORDER BY created_at DESC, email_id DESC LIMIT $3"
                 ),
                 &[&env, &order_id, &limit],
-            )?,
+                rows::email,
+            ),
             None => self.query(
                 &format!(
                     "SELECT {EMAIL_COLUMNS} FROM emails WHERE environment = $1
                      ORDER BY created_at DESC, email_id DESC LIMIT $2"
                 ),
                 &[&env, &limit],
-            )?,
-        };
-        rows.iter().map(email_row).collect()
+                rows::email,
+            ),
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! The PostgreSQL backend (feature `postgres`): the same typed methods as SQLite's, for
-//! several processes on several hosts writing one database at once (DESIGN §11).
+//! The PostgreSQL backend (feature `postgres`): the typed methods of [`super::Conn`], as
+//! `sqlite/` has them, for several processes on several hosts writing one database at
+//! once (DESIGN §11).
 //!
 //! Every write runs as one `SERIALIZABLE` transaction, retried whole on a serialization
 //! failure (40001), a deadlock (40P01) or a lock timeout, so the guarantees that SQLite's
@@ -25,12 +26,13 @@ use postgres::Row;
 use r2d2_postgres::PostgresConnectionManager;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Conn, StoreOptions};
+use super::rows::RowValues;
+use super::{Conn, DbResult, StoreOptions};
 use crate::error::{Error, ErrorKind, Result, StorageError};
 
 /// The PostgreSQL schema migrations, applied in order under an advisory lock; the schema
 /// version is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_init.sql")];
+pub(super) const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_init.sql")];
 
 /// The schema version this library writes on PostgreSQL.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -111,15 +113,16 @@ impl PgStore {
     /// processes starting together on an empty database migrate it once.
     fn migrate(&self) -> Result<()> {
         let mut client = self.connection()?;
-        let mut tx = client.transaction()?;
+        let mut tx = client.transaction().db()?;
         // A transaction-scoped lock: released by the commit, never left behind.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS coinorder_schema (version BIGINT NOT NULL)")?;
-        let version: Option<i64> = tx.query_opt("SELECT version FROM coinorder_schema", &[])?.map(|row| row.get(0));
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).db()?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS coinorder_schema (version BIGINT NOT NULL)").db()?;
+        let version =
+            tx.query_opt("SELECT version FROM coinorder_schema", &[]).db()?.map(|row| row.int(0)).transpose()?;
         let version = match version {
             Some(version) => version,
             None => {
-                tx.execute("INSERT INTO coinorder_schema (version) VALUES (0)", &[])?;
+                tx.execute("INSERT INTO coinorder_schema (version) VALUES (0)", &[]).db()?;
                 0
             }
         };
@@ -130,10 +133,10 @@ impl PgStore {
             Error::new(ErrorKind::Corrupt(format!("coinorder_schema.version: unknown value {version}")))
         })?;
         for sql in MIGRATIONS.iter().skip(first) {
-            tx.batch_execute(sql)?;
+            tx.batch_execute(sql).db()?;
         }
-        tx.execute("UPDATE coinorder_schema SET version = $1", &[&SCHEMA_VERSION])?;
-        tx.commit()?;
+        tx.execute("UPDATE coinorder_schema SET version = $1", &[&SCHEMA_VERSION]).db()?;
+        tx.commit().db()?;
         Ok(())
     }
 
@@ -196,13 +199,13 @@ impl PgStore {
 
     fn transaction<T>(&self, begin: &str, writing: bool, work: &mut dyn FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
         let mut client = self.connection()?;
-        client.batch_execute(begin)?;
+        client.batch_execute(begin).db()?;
         let conn = PgConn { client: RefCell::new(client), writing };
         let outcome = work(&Conn::Postgres(&conn));
         let mut client = conn.client.into_inner();
         match outcome {
             Ok(value) => {
-                client.batch_execute("COMMIT")?;
+                client.batch_execute("COMMIT").db()?;
                 Ok(value)
             }
             Err(error) => {
@@ -216,47 +219,60 @@ impl PgStore {
 }
 
 impl PgConn {
-    /// Runs a statement that returns rows.
-    pub(crate) fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        Ok(self.client.borrow_mut().query(sql, params)?)
+    /// Every row of `sql`, each built by `build` (a builder of `storage/rows.rs`, which
+    /// serves the SQLite backend too).
+    fn query<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        build: impl Fn(&dyn RowValues) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let rows = self.client.borrow_mut().query(sql, params).db()?;
+        rows.iter().map(|row| build(row)).collect()
     }
 
-    /// Runs a statement that returns at most one row.
-    pub(crate) fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
-        Ok(self.client.borrow_mut().query_opt(sql, params)?)
+    /// The row of `sql` if there is one (more than one is the `postgres` crate's
+    /// error), built by `build`.
+    fn query_opt<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        build: impl FnOnce(&dyn RowValues) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let row = self.client.borrow_mut().query_opt(sql, params).db()?;
+        match row {
+            Some(row) => build(&row).map(Some),
+            None => Ok(None),
+        }
     }
 
-    /// Runs a statement that returns exactly one row.
-    pub(crate) fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
-        Ok(self.client.borrow_mut().query_one(sql, params)?)
+    /// The one row of `sql` (none or more is the `postgres` crate's error), built by
+    /// `build`.
+    fn query_one<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        build: impl FnOnce(&dyn RowValues) -> Result<T>,
+    ) -> Result<T> {
+        let row = self.client.borrow_mut().query_one(sql, params).db()?;
+        build(&row)
     }
 
     /// Runs a statement; the number of rows it changed.
-    pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        Ok(self.client.borrow_mut().execute(sql, params)?)
+    fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.client.borrow_mut().execute(sql, params).db()
     }
 
     /// `" FOR UPDATE"` inside a write transaction, `""` in a read: appended to the reads
     /// of rows the transaction is about to change, so concurrent writers queue on the row
     /// instead of failing on commit.
-    pub(crate) fn for_update(&self) -> &'static str {
+    fn for_update(&self) -> &'static str {
         if self.writing {
             " FOR UPDATE"
         } else {
             ""
         }
     }
-}
-
-/// Reads the text column `column` and decodes it with `parse`; a value `parse` refuses
-/// is an [`ErrorKind::Corrupt`] error naming `what` (`table.column`), never a default
-/// (the PostgreSQL twin of the SQLite `decode`).
-pub(crate) fn decode<T>(row: &Row, column: usize, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
-    let text: String = row.try_get(column)?;
-    parse(&text).ok_or_else(|| {
-        let quoted: String = text.chars().take(super::QUOTED_VALUE_CHARS).collect();
-        Error::new(ErrorKind::Corrupt(format!("{what}: unknown value {quoted:?}")))
-    })
 }
 
 /// A failure of the pool itself (no connection within the timeout).
@@ -282,15 +298,45 @@ fn describe(config: &postgres::Config) -> String {
 }
 
 /// PostgreSQL's errors become the backend-neutral [`StorageError`]; the conflicts a
-/// retry cures (serialization failure, deadlock, lock timeout) are marked busy.
-impl From<postgres::Error> for Error {
-    fn from(err: postgres::Error) -> Self {
-        use postgres::error::SqlState;
-        let busy = err.code().is_some_and(|code| {
-            *code == SqlState::T_R_SERIALIZATION_FAILURE
-                || *code == SqlState::T_R_DEADLOCK_DETECTED
-                || *code == SqlState::LOCK_NOT_AVAILABLE
-        });
-        Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
+/// retry cures (serialization failure, deadlock, lock timeout) are marked busy. A private
+/// function rather than a `From` impl on [`Error`], which would put `postgres` into the
+/// public API.
+fn postgres_error(err: postgres::Error) -> Error {
+    use postgres::error::SqlState;
+    let busy = err.code().is_some_and(|code| {
+        *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+            || *code == SqlState::LOCK_NOT_AVAILABLE
+    });
+    Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
+}
+
+impl<T> DbResult<T> for std::result::Result<T, postgres::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(postgres_error)
+    }
+}
+
+/// Values by their PostgreSQL type (`TEXT`, `BIGINT`, `BYTEA`); a `NULL` or another type
+/// where the schema promises this one is the `postgres` crate's storage error.
+impl RowValues for Row {
+    fn text(&self, column: usize) -> Result<String> {
+        self.try_get(column).db()
+    }
+
+    fn opt_text(&self, column: usize) -> Result<Option<String>> {
+        self.try_get(column).db()
+    }
+
+    fn int(&self, column: usize) -> Result<i64> {
+        self.try_get(column).db()
+    }
+
+    fn opt_int(&self, column: usize) -> Result<Option<i64>> {
+        self.try_get(column).db()
+    }
+
+    fn bytes(&self, column: usize) -> Result<Vec<u8>> {
+        self.try_get(column).db()
     }
 }

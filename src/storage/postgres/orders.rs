@@ -1,19 +1,16 @@
-//! PostgreSQL twins of the methods in `storage/orders.rs`.
-//!
-//! Each `pub(crate) fn` here is the PostgreSQL twin of the same-named method of
-//! [`Conn`](crate::storage::Conn) in `storage/orders.rs`: same statements, same column
-//! lists (shared with the SQLite module), positional `$n` parameters.
+//! PostgreSQL statements for orders and invoices: those of `sqlite/orders.rs`, with
+//! the same column lists and row builders (`storage/rows.rs`) and positional `$n`
+//! parameters.
 
 use postgres::types::ToSql;
-use postgres::Row;
-use rust_decimal::Decimal;
 
-use super::{decode, PgConn};
+use super::PgConn;
 use crate::environment::Environment;
 use crate::error::Result;
-use crate::orders::{Invoice, Order, OrderStatus, OrderWithInvoice};
-use crate::storage::orders::{PriorCreate, INVOICE_COLUMNS, ORDER_COLUMNS, ORDER_COLUMN_COUNT};
-use crate::time::Timestamp;
+use crate::orders::{Order, OrderStatus, OrderWithInvoice};
+use crate::payments::PaymentState;
+use crate::storage::rows::{self, INVOICE_COLUMNS, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
+use crate::storage::PriorCreate;
 
 /// The order row of `insert_order_with_invoice`.
 const INSERT_ORDER: &str =
@@ -22,60 +19,8 @@ const INSERT_ORDER: &str =
         receive_currency, status, request_hash, create_response, created_at, updated_at, deleted)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
 
-fn decimal(row: &Row, column: usize, what: &str) -> Result<Decimal> {
-    decode(row, column, what, |text| Decimal::from_str_exact(text).ok())
-}
-
-fn status(row: &Row, column: usize, what: &str) -> Result<OrderStatus> {
-    decode(row, column, what, OrderStatus::parse)
-}
-
-fn order_row(row: &Row) -> Result<Order> {
-    Ok(Order {
-        order_id: row.try_get(0)?,
-        user_id: row.try_get(2)?,
-        environment: decode(row, 1, "orders.environment", |text| text.parse::<Environment>().ok())?,
-        key_id: row.try_get(3)?,
-        merchant_order_id: row.try_get(4)?,
-        title: row.try_get(5)?,
-        description: row.try_get(6)?,
-        callback_url: row.try_get(7)?,
-        webhook_url: row.try_get(8)?,
-        success_url: row.try_get(9)?,
-        cancel_url: row.try_get(10)?,
-        customer_email: row.try_get(11)?,
-        amount: decimal(row, 12, "orders.amount")?,
-        currency: row.try_get(13)?,
-        receive_currency: row.try_get(14)?,
-        status: status(row, 15, "orders.status")?,
-        created_at: Timestamp(row.try_get(16)?),
-        updated_at: Timestamp(row.try_get(17)?),
-        deleted: row.try_get::<_, i64>(18)? != 0,
-        marked_paid: row.try_get::<_, i64>(19)? != 0,
-    })
-}
-
-fn order_with_invoice_row(row: &Row) -> Result<OrderWithInvoice> {
-    let order = order_row(row)?;
-    let invoice = Invoice {
-        invoice_id: row.try_get(ORDER_COLUMN_COUNT)?,
-        order_id: order.order_id.clone(),
-        merchant_order_id: order.merchant_order_id.clone(),
-        amount: decimal(row, ORDER_COLUMN_COUNT + 1, "invoices.amount")?,
-        currency: row.try_get(ORDER_COLUMN_COUNT + 2)?,
-        rate: decimal(row, ORDER_COLUMN_COUNT + 3, "invoices.rate")?,
-        status: status(row, ORDER_COLUMN_COUNT + 4, "invoices.status")?,
-        receive_amount: decimal(row, ORDER_COLUMN_COUNT + 5, "invoices.receive_amount")?,
-        receive_currency: row.try_get(ORDER_COLUMN_COUNT + 6)?,
-        created_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 7)?),
-        expired_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 8)?),
-        updated_at: Timestamp(row.try_get(ORDER_COLUMN_COUNT + 9)?),
-        address: row.try_get(ORDER_COLUMN_COUNT + 10)?,
-        payment_uri: row.try_get(ORDER_COLUMN_COUNT + 11)?,
-    };
-    Ok(OrderWithInvoice { order, invoice })
-}
-
+/// The PostgreSQL side of the order methods of [`crate::storage::Conn`] (same names,
+/// arguments and results).
 impl PgConn {
     // No row lock: the row, if any, is returned, not changed. A concurrent create with
     // the same reference is settled by the UNIQUE (user_id, environment,
@@ -88,12 +33,14 @@ impl PgConn {
         environment: Environment,
         merchant_order_id: &str,
     ) -> Result<Option<PriorCreate>> {
-        let row = self.query_opt(
-            "SELECT request_hash, create_response FROM orders
-             WHERE user_id = $1 AND environment = $2 AND merchant_order_id = $3",
+        self.query_opt(
+            &format!(
+                "SELECT {PRIOR_CREATE_COLUMNS} FROM orders
+                 WHERE user_id = $1 AND environment = $2 AND merchant_order_id = $3"
+            ),
             &[&user_id, &environment.as_str(), &merchant_order_id],
-        )?;
-        row.map(|row| Ok(PriorCreate { request_hash: row.try_get(0)?, create_response: row.try_get(1)? })).transpose()
+            rows::prior_create,
+        )
     }
 
     pub(crate) fn insert_order_with_invoice(
@@ -188,8 +135,7 @@ impl PgConn {
             "SELECT {ORDER_COLUMNS}, {INVOICE_COLUMNS} FROM orders o JOIN invoices i ON i.order_id = o.order_id
              WHERE o.order_id = $1 AND o.user_id = $2 AND o.environment = $3"
         );
-        let row = self.query_opt(&sql, &[&order_id, &user_id, &environment.as_str()])?;
-        row.as_ref().map(order_with_invoice_row).transpose()
+        self.query_opt(&sql, &[&order_id, &user_id, &environment.as_str()], rows::order_with_invoice)
     }
 
     // The read before a state change (`load_for_update`): in a write transaction it locks
@@ -204,8 +150,7 @@ impl PgConn {
              WHERE o.order_id = $1 AND o.environment = $2{}",
             self.for_update()
         );
-        let row = self.query_opt(&sql, &[&order_id, &environment.as_str()])?;
-        row.as_ref().map(order_with_invoice_row).transpose()
+        self.query_opt(&sql, &[&order_id, &environment.as_str()], rows::order_with_invoice)
     }
 
     pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
@@ -238,15 +183,22 @@ impl PgConn {
 
     // A plain read: each order it names is then locked by `order_in_environment`.
     pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
-        let rows = self.query(
+        self.query(
             "SELECT o.order_id FROM invoices i JOIN orders o ON o.order_id = i.order_id
-             WHERE i.status IN ('NEW', 'PENDING') AND i.expired_at <= $1 AND o.environment = $2
+             WHERE i.status IN ($1, $2) AND i.expired_at <= $3 AND o.environment = $4
                AND NOT EXISTS (SELECT 1 FROM payments p
-                               WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = 'unconfirmed')
-             ORDER BY i.expired_at LIMIT $3",
-            &[&now, &environment.as_str(), &limit],
-        )?;
-        rows.iter().map(|row| Ok(row.try_get::<_, String>(0)?)).collect()
+                               WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = $5)
+             ORDER BY i.expired_at LIMIT $6",
+            &[
+                &OrderStatus::New.as_str(),
+                &OrderStatus::Pending.as_str(),
+                &now,
+                &environment.as_str(),
+                &PaymentState::Unconfirmed.as_str(),
+                &limit,
+            ],
+            rows::id,
+        )
     }
 
     // order_id is a lowercase hyphenated UUID, so its order is the same under any
@@ -278,7 +230,6 @@ impl PgConn {
              WHERE o.user_id = $1 AND o.environment = $2 {filter}
              ORDER BY o.created_at DESC, o.order_id DESC LIMIT ${limit_at} OFFSET ${offset_at}"
         );
-        let rows = self.query(&sql, &params)?;
-        rows.iter().map(order_row).collect()
+        self.query(&sql, &params, rows::order)
     }
 }

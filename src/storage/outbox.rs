@@ -1,0 +1,73 @@
+//! The two outboxes (webhooks on the event table, payment-link e-mails) as one engine
+//! sees them, for both backends.
+//!
+//! [`super::Conn::claim_due`] leases due messages, [`super::Conn::finish_attempt`]
+//! records how an attempt ended and [`super::Conn::requeue`] puts a message back. The
+//! sender names the outbox ([`Outbox`]); [`table`] maps it onto the columns its table has
+//! had since migration 0003, which name their id, state and sent-at columns differently.
+
+use crate::delivery::{DeliveryState, Outbox};
+use crate::mail::EmailState;
+
+/// Where one outbox keeps its messages. Both tables also have `environment`,
+/// `order_id`, `attempts`, `next_attempt_at`, `lease_until`, `lease_token`,
+/// `last_error` and `created_at`, which the engine uses under those names.
+///
+/// The state names come from the outbox's state enum, so the statements built from
+/// them follow a renamed state.
+pub(super) struct Table {
+    pub(super) name: &'static str,
+    pub(super) id: &'static str,
+    pub(super) state: &'static str,
+    /// The states of a message waiting for an attempt, sent, and given up.
+    pub(super) pending: &'static str,
+    pub(super) done: &'static str,
+    pub(super) failed: &'static str,
+    /// The column stamped with when the message went out.
+    pub(super) done_at: &'static str,
+    /// The state of a message with nowhere to go, in an outbox that has one.
+    pub(super) no_target: Option<&'static str>,
+    /// The column that orders an order's messages, in an outbox whose messages must be
+    /// first attempted in that order.
+    pub(super) sequence: Option<&'static str>,
+}
+
+const WEBHOOKS: Table = Table {
+    name: "events",
+    id: "event_id",
+    state: "delivery_state",
+    pending: DeliveryState::Pending.as_str(),
+    done: DeliveryState::Delivered.as_str(),
+    failed: DeliveryState::Failed.as_str(),
+    done_at: "delivered_at",
+    no_target: Some(DeliveryState::NoTarget.as_str()),
+    sequence: Some("sequence"),
+};
+
+const EMAILS: Table = Table {
+    name: "emails",
+    id: "email_id",
+    state: "state",
+    pending: EmailState::Pending.as_str(),
+    done: EmailState::Sent.as_str(),
+    failed: EmailState::Failed.as_str(),
+    done_at: "sent_at",
+    no_target: None,
+    sequence: None,
+};
+
+/// The table and columns of `outbox`.
+pub(super) fn table(outbox: Outbox) -> &'static Table {
+    match outbox {
+        Outbox::Webhooks => &WEBHOOKS,
+        Outbox::Emails => &EMAILS,
+    }
+}
+
+/// The one lease-expiry rule, for the row aliased `alias`, with the backend's
+/// placeholder `now` for the current time: a lease has run out (or was never taken, or a
+/// finished attempt released it) once `lease_until` is not after now. Only such a message
+/// may be claimed, and only a message whose lease holds counts as in flight.
+pub(super) fn lease_expired(alias: &str, now: &str) -> String {
+    format!("{alias}.lease_until <= {now}")
+}

@@ -1,0 +1,49 @@
+//! The records the typed queries take and return beyond the crate's domain types: rows
+//! with columns only the library itself may see, and the outbox's bookkeeping. Both
+//! backends build the same ones, defined once here.
+
+use crate::delivery::{DeliveryState, Outbox, Settled};
+use crate::keys::ApiKey;
+use crate::time::Timestamp;
+
+/// What an earlier Create Order with the same merchant reference stored.
+pub(crate) struct PriorCreate {
+    pub request_hash: Vec<u8>,
+    pub create_response: String,
+}
+
+/// A stored key with the columns only the library itself may see.
+pub(crate) struct KeyRow {
+    pub key: ApiKey,
+    pub key_hash: Vec<u8>,
+    pub webhook_secret_enc: String,
+}
+
+/// An event leased to this worker for one attempt.
+pub(crate) struct ClaimedEvent {
+    pub event_id: String,
+    pub payload: String,
+    /// Attempts including this one.
+    pub attempt: i64,
+    pub order_webhook_url: Option<String>,
+    pub key_id: String,
+}
+
+/// How one leased attempt ended, to write back.
+pub(crate) struct AttemptResult<'a> {
+    pub outbox: Outbox,
+    pub id: &'a str,
+    pub lease_token: &'a str,
+    pub settled: Settled,
+    pub finished_at: Timestamp,
+}
+
+/// Delivery columns of one event, for listings.
+pub(crate) struct DeliveryRow {
+    pub event_id: String,
+    pub state: DeliveryState,
+    pub attempts: i64,
+    pub next_attempt_at: Timestamp,
+    pub delivered_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+}

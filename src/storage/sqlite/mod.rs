@@ -1,0 +1,417 @@
+//! The SQLite backend: a database file, and the typed methods of [`super::Conn`] on it
+//! (`orders.rs`, `keys.rs`, `payments.rs`, `delivery.rs`, beside the PostgreSQL ones in
+//! `postgres/`).
+//!
+//! SQLite runs in WAL mode: one writer connection (behind a mutex, writes take the lock
+//! up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so reads never
+//! queue behind a slow write. Other processes may use the same file; their writes wait on
+//! `busy_timeout`, and a busy write is retried rather than reported.
+
+mod delivery;
+mod keys;
+mod orders;
+mod payments;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, Params, Row, TransactionBehavior};
+
+use super::rows::RowValues;
+use super::{Conn, DbResult, StoreOptions};
+use crate::error::{Error, ErrorKind, Result, StorageError};
+
+/// Schema migrations, applied in order; the schema version is the count applied.
+pub(super) const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/sqlite/0001_init.sql"),
+    include_str!("../../../migrations/sqlite/0002_payments.sql"),
+    include_str!("../../../migrations/sqlite/0003_delivery.sql"),
+    include_str!("../../../migrations/sqlite/0004_retired_keys.sql"),
+    include_str!("../../../migrations/sqlite/0005_event_sequence.sql"),
+];
+
+/// The schema version this library writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Idle read connections kept for reuse.
+const MAX_IDLE_READERS: usize = 16;
+
+/// How many times a write that found the database busy is tried again.
+const BUSY_RETRIES: u32 = 20;
+
+/// A SQLite database: one writer connection and a pool of readers over one file.
+#[derive(Debug)]
+pub(crate) struct SqliteStore {
+    path: PathBuf,
+    options: StoreOptions,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// A connection or open transaction; the typed methods of `sqlite/*.rs` run their
+/// statements on it, as `postgres/*.rs` do on a `PgConn`.
+#[derive(Clone, Copy)]
+pub(crate) struct SqliteConn<'a>(&'a Connection);
+
+impl SqliteStore {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<SqliteStore> {
+        // Switching a new file to WAL and the first migration need locks for which SQLite
+        // does not always call the busy handler (several processes opening a new file at
+        // once); retry the whole opening until `busy_timeout` has passed.
+        let started = std::time::Instant::now();
+        let writer = loop {
+            match open_writer(path, &options) {
+                Err(err) if is_busy(&err) && started.elapsed() < options.busy_timeout => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => break other?,
+            }
+        };
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            options,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Runs `work` in one write transaction: all of it commits, or none of it.
+    ///
+    /// The transaction starts `IMMEDIATE` so it never has to upgrade a read lock (which
+    /// is what makes SQLite answer BUSY without waiting); if the database is still busy
+    /// after `busy_timeout`, the whole transaction is tried again.
+    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Waiting is bounded by busy_timeout in all: a database held locked longer than
+        // that (by something abnormal) is reported rather than waited on forever.
+        let deadline = std::time::Instant::now() + self.options.busy_timeout;
+        let mut attempt = 0;
+        loop {
+            let outcome = (|| {
+                let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
+                let value = work(&Conn::Sqlite(SqliteConn(&tx)))?;
+                tx.commit().db()?;
+                Ok(value)
+            })();
+            match outcome {
+                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES && std::time::Instant::now() < deadline => {
+                    attempt += 1;
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    writer.busy_timeout(left.max(Duration::from_millis(1))).db()?;
+                }
+                other => {
+                    if attempt > 0 {
+                        writer.busy_timeout(self.options.busy_timeout).db()?;
+                    }
+                    return other;
+                }
+            }
+        }
+    }
+
+    /// Runs `work` in one write transaction if the write lock is free right now (in this
+    /// process and in the file), else does nothing and returns `None`. For bookkeeping
+    /// that must never make a read wait.
+    pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
+        let mut writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        writer.busy_timeout(Duration::ZERO).db()?;
+        let outcome = (|| {
+            let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
+            let value = work(&Conn::Sqlite(SqliteConn(&tx)))?;
+            tx.commit().db()?;
+            Ok(value)
+        })();
+        writer.busy_timeout(self.options.busy_timeout).db()?;
+        match outcome {
+            Err(err) if is_busy(&err) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    /// Runs `work` on a read-only connection from the pool (a consistent snapshot).
+    pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => self.open_reader()?,
+        };
+        let result = work(&Conn::Sqlite(SqliteConn(&conn)));
+        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(conn);
+        }
+        result
+    }
+
+    fn open_reader(&self) -> Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&self.path, flags).db()?;
+        configure(&conn, &self.options)?;
+        conn.pragma_update(None, "query_only", true).db()?;
+        Ok(conn)
+    }
+}
+
+impl SqliteConn<'_> {
+    /// Every row of the (cached) statement `sql`, each built by `build`.
+    ///
+    /// Builders see the row as a `&dyn RowValues`, as on PostgreSQL, so one builder in
+    /// `storage/rows.rs` serves both backends and is passed by name: a builder generic
+    /// over the row type could not be, being fixed to one row lifetime while these rows
+    /// borrow from a statement that lives only inside this call.
+    fn query<T>(&self, sql: &str, params: impl Params, build: impl Fn(&dyn RowValues) -> Result<T>) -> Result<Vec<T>> {
+        let mut statement = self.0.prepare_cached(sql).db()?;
+        let mut rows = statement.query(params).db()?;
+        let mut built = Vec::new();
+        while let Some(row) = rows.next().db()? {
+            built.push(build(row)?);
+        }
+        Ok(built)
+    }
+
+    /// The first row of the (cached) statement `sql`, if any, built by `build`.
+    fn query_opt<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        build: impl FnOnce(&dyn RowValues) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut statement = self.0.prepare_cached(sql).db()?;
+        let mut rows = statement.query(params).db()?;
+        match rows.next().db()? {
+            Some(row) => build(row).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first row of the (cached) statement `sql`, built by `build`; no row is
+    /// SQLite's `QueryReturnedNoRows` storage error.
+    fn query_one<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        build: impl FnOnce(&dyn RowValues) -> Result<T>,
+    ) -> Result<T> {
+        self.query_opt(sql, params, build)?.ok_or_else(|| sqlite_error(rusqlite::Error::QueryReturnedNoRows))
+    }
+
+    /// Runs the (cached) statement `sql`; the number of rows it changed.
+    fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
+        self.0.prepare_cached(sql).db()?.execute(params).db()
+    }
+
+    /// The connection itself, for tests that write raw SQL.
+    #[cfg(test)]
+    pub(crate) fn connection(&self) -> &Connection {
+        self.0
+    }
+}
+
+fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
+    create_private(path);
+    let mut writer = Connection::open(path).db()?;
+    configure(&writer, options)?;
+    let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).db()?;
+    migrate(&mut writer)?;
+    Ok(writer)
+}
+
+/// Creates a missing database file readable by its owner only (SQLite gives its -wal and
+/// -shm files the same mode): it holds merchants' orders and customers' e-mail addresses.
+fn create_private(path: &Path) {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    // An existing file keeps its mode; a path that cannot be created (a missing
+    // directory, ...) is reported by SQLite when it opens it.
+    let _ = options.open(path);
+}
+
+fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
+    conn.busy_timeout(options.busy_timeout).db()?;
+    conn.pragma_update(None, "foreign_keys", true).db()?;
+    let sync = if options.synchronous_full { "FULL" } else { "NORMAL" };
+    conn.pragma_update(None, "synchronous", sync).db()?;
+    // Keep one plan per cached statement: without this, SQLite re-prepares a statement
+    // whenever a bound value might change its plan, which made point reads parse SQL on
+    // every call.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).db()?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+fn is_busy(err: &Error) -> bool {
+    matches!(err.kind(), ErrorKind::Storage(e) if e.is_busy())
+}
+
+/// SQLite's errors become the backend-neutral [`StorageError`], busy when another
+/// connection holds the lock (a retry may cure that). A private function rather than a
+/// `From` impl on [`Error`], which would put `rusqlite` into the public API.
+fn sqlite_error(err: rusqlite::Error) -> Error {
+    let busy = matches!(
+        &err,
+        rusqlite::Error::SqliteFailure(e, _) if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    );
+    Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
+}
+
+impl<T> DbResult<T> for rusqlite::Result<T> {
+    fn db(self) -> Result<T> {
+        self.map_err(sqlite_error)
+    }
+}
+
+/// Values by their SQLite type; a `NULL` or another type where the schema promises this
+/// one is rusqlite's storage error, as before the builders were shared.
+impl RowValues for Row<'_> {
+    fn text(&self, column: usize) -> Result<String> {
+        self.get(column).db()
+    }
+
+    fn opt_text(&self, column: usize) -> Result<Option<String>> {
+        self.get(column).db()
+    }
+
+    fn int(&self, column: usize) -> Result<i64> {
+        self.get(column).db()
+    }
+
+    fn opt_int(&self, column: usize) -> Result<Option<i64>> {
+        self.get(column).db()
+    }
+
+    fn bytes(&self, column: usize) -> Result<Vec<u8>> {
+        self.get(column).db()
+    }
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`], one migration per transaction, and
+/// refuses a database written by a newer library.
+fn migrate(conn: &mut Connection) -> Result<()> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0)).db()?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::new(ErrorKind::SchemaTooNew { found: version, supported: SCHEMA_VERSION }));
+        }
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        // A negative version was never written by coinorder: refuse it rather than
+        // replaying the first migration over whatever the file holds.
+        let sql = usize::try_from(version)
+            .ok()
+            .and_then(|index| MIGRATIONS.get(index))
+            .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("user_version: unknown value {version}"))))?;
+        tx.execute_batch(sql).db()?;
+        tx.pragma_update(None, "user_version", version + 1).db()?;
+        tx.commit().db()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> StoreOptions {
+        StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
+    }
+
+    #[test]
+    fn new_database_gets_current_schema_and_newer_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        let store = SqliteStore::open(&path, options())?;
+        let version = store
+            .read(|c| c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).db())?;
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(store);
+        let conn = Connection::open(&path).db()?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).db()?;
+        drop(conn);
+        let err = SqliteStore::open(&path, options()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("newer than this library"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_with_its_data() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("old.db");
+        let conn = Connection::open(&path).db()?;
+        conn.execute_batch(MIGRATIONS[0]).db()?;
+        conn.pragma_update(None, "user_version", 1).db()?;
+        conn.execute_batch(
+            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, amount, currency,
+                                 status, request_hash, create_response, created_at, updated_at)
+             VALUES ('00000000-0000-4000-8000-000000000001', 'sandbox', 7, 'key_x', 'old-1', '19.99', 'USD',
+                     'NEW', x'00', '{}', 1000, 1000);
+             INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, created_at, expired_at,
+                                   updated_at)
+             VALUES ('inv-1', '00000000-0000-4000-8000-000000000001', '19.99', 'USDT', '1', 'NEW', 1000, 2000, 1000);",
+        )
+        .db()?;
+        drop(conn);
+        let store = SqliteStore::open(&path, options())?;
+        let order = store
+            .read(|c| c.order_in_environment(crate::Environment::Sandbox, "00000000-0000-4000-8000-000000000001"))?;
+        let order = order.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
+        assert_eq!(order.order.amount.to_string(), "19.99");
+        assert_eq!(order.invoice.address, "");
+        assert!(!order.order.marked_paid);
+        let version = store
+            .read(|c| c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).db())?;
+        assert_eq!(version, SCHEMA_VERSION);
+        let events = store.read(|c| c.events_for_order("00000000-0000-4000-8000-000000000001"))?;
+        assert!(events.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_negative_schema_version_is_corrupt() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        Connection::open(&path).db()?.pragma_update(None, "user_version", -1).db()?;
+        let err = SqliteStore::open(&path, options()).err().map(|e| e.kind().to_string()).unwrap_or_default();
+        assert_eq!(err, "stored data could not be read: user_version: unknown value -1");
+        Ok(())
+    }
+
+    #[test]
+    fn reads_cannot_write() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let store = SqliteStore::open(&dir.path().join("t.db"), options())?;
+        let result = store.read(|c| c.sqlite_for_test().execute("DELETE FROM orders", []).db());
+        assert!(result.is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_busy_or_locked_database_is_a_busy_storage_error_and_others_are_not() {
+        use rusqlite::ffi;
+        let failure = |code| rusqlite::Error::SqliteFailure(ffi::Error::new(code), None);
+        for (error, busy) in [
+            (failure(ffi::SQLITE_BUSY), true),
+            (failure(ffi::SQLITE_LOCKED), true),
+            (failure(ffi::SQLITE_CONSTRAINT), false),
+            (rusqlite::Error::QueryReturnedNoRows, false),
+        ] {
+            let converted = Err::<(), _>(error).db();
+            let storage_busy = match converted.as_ref().map_err(Error::kind) {
+                Err(ErrorKind::Storage(storage)) => Some(storage.is_busy()),
+                _ => None,
+            };
+            assert_eq!(storage_busy, Some(busy), "{converted:?}");
+        }
+    }
+}
