@@ -622,6 +622,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_api_read_authenticates_and_reads_in_one_transaction() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::new(Environment::Sandbox);
+        config.rate_limit = crate::RateLimit::OFF;
+        let service = Service::open(dir.path().join("one-read.db"), config).expect("open");
+        let created = service
+            .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
+            .expect("key");
+        let key = created.plain_key.expose();
+        let merchant = service.authenticate(Some(key)).expect("authenticate");
+        let request =
+            CreateOrder { currency: "USD".into(), amount: rust_decimal::Decimal::from(10), ..Default::default() };
+        let order_id = service.create_order(&merchant, &request).expect("order").order.order.order_id;
+        for path in [format!("/v1/orders/{order_id}"), "/v1/orders?limit=5".to_string()] {
+            let before = crate::storage::READS_ON_THIS_THREAD.with(std::cell::Cell::get);
+            let response = service.handle(&crate::WireRequest::new("GET", &path).header("x-api-key", key));
+            assert_eq!(response.status, 200, "{path}");
+            let reads = crate::storage::READS_ON_THIS_THREAD.with(std::cell::Cell::get) - before;
+            assert_eq!(reads, 1, "{path}: the key lookup and the read share one snapshot");
+        }
+    }
+
+    #[test]
     fn ids_are_uuid_v7_and_sort_by_the_service_clock() {
         let earlier = time_ordered_id(Timestamp(1_795_326_682_123));
         let later = time_ordered_id(Timestamp(1_795_326_682_124));

@@ -173,12 +173,20 @@ impl Store {
 
     /// Runs `work` on a consistent read-only snapshot.
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        #[cfg(test)]
+        READS_ON_THIS_THREAD.with(|reads| reads.set(reads.get() + 1));
         match self {
             Store::Sqlite(store) => store.read(work),
             #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.read(work),
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Read transactions this thread opened: lets a test count what one request costs.
+    pub(crate) static READS_ON_THIS_THREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A connection (or an open transaction) with the crate's typed queries on it.
