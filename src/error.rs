@@ -363,7 +363,7 @@ impl fmt::Display for ErrorCode {
 /// A failure of the database behind the service.
 ///
 /// Opaque on purpose: no database crate's error type is part of coinorder's public API,
-/// so the backend can change (SQLite today, PostgreSQL next) without breaking callers.
+/// so the backends (SQLite, PostgreSQL) can change without breaking callers.
 /// The underlying error stays reachable through [`std::error::Error::source`].
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
