@@ -272,7 +272,12 @@ impl Serve {
         }
         let peak = self.rss.max_kib();
         assert!(peak > 0, "{when}: no VmRSS for pid {}", self.pid);
-        assert!(peak < RSS_LIMIT_KIB, "{when}: the server's RSS reached {} MiB", peak / 1024);
+        assert!(
+            peak < RSS_LIMIT_KIB,
+            "{when}: the server's RSS reached {} MiB; stderr: {}",
+            peak / 1024,
+            self.stderr_text()
+        );
     }
 
     fn alive(&mut self) -> bool {

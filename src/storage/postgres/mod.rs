@@ -19,6 +19,7 @@ mod orders;
 mod payments;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use postgres::types::ToSql;
@@ -43,7 +44,69 @@ const POOL_SIZE: u32 = 16;
 /// The advisory lock key migrations run under (any constant; "coinorder" in ASCII).
 const MIGRATION_LOCK: i64 = 0x636f_696e_6f72_6465;
 
-type Manager = PostgresConnectionManager<MakeRustlsConnect>;
+/// The pool's connection manager: connects like `r2d2_postgres`, keeps each connection's
+/// prepared statements, and turns a panic while connecting into an error.
+struct Manager(PostgresConnectionManager<MakeRustlsConnect>);
+
+/// A pooled connection and the statements prepared on it: each SQL text is parsed by the
+/// server once per connection, so a call costs one round trip per statement instead of
+/// two (prepare, then execute).
+pub(crate) struct PooledClient {
+    client: postgres::Client,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+impl PooledClient {
+    /// The prepared statement for `sql`, prepared on first use.
+    fn statement(&mut self, sql: &str) -> std::result::Result<postgres::Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+}
+
+/// Why the pool could not open a connection.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The server or the network said no.
+    #[error("{0}")]
+    Postgres(#[from] postgres::Error),
+    /// The `postgres` crate panicked while connecting: it unwraps the creation of each
+    /// connection's runtime, which fails when the process is out of file descriptors.
+    /// Caught so the pool's worker thread lives on; the pool retries later.
+    #[error("connecting panicked (out of file descriptors?): {0}")]
+    Panicked(String),
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PooledClient;
+    type Error = ConnectError;
+
+    fn connect(&self) -> std::result::Result<PooledClient, ConnectError> {
+        let connected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.connect()));
+        match connected {
+            Ok(client) => Ok(PooledClient { client: client?, statements: HashMap::new() }),
+            Err(payload) => Err(ConnectError::Panicked(
+                payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|text| (*text).to_string()))
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+
+    fn is_valid(&self, conn: &mut PooledClient) -> std::result::Result<(), ConnectError> {
+        Ok(conn.client.simple_query("").map(|_| ())?)
+    }
+
+    fn has_broken(&self, conn: &mut PooledClient) -> bool {
+        conn.client.is_closed()
+    }
+}
 
 /// A PostgreSQL database: a pool of connections.
 pub(crate) struct PgStore {
@@ -81,7 +144,7 @@ impl PgStore {
                 .map_err(|e| Error::new(ErrorKind::Config(format!("TLS setup for PostgreSQL: {e}"))))?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
-        let manager = PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls));
+        let manager = Manager(PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls)));
         // One connection first, straight away: a wrong host, role or database name is
         // reported at once with the server's own reason, not after the pool's timeout.
         r2d2::ManageConnection::connect(&manager).map_err(|e| {
@@ -92,7 +155,10 @@ impl PgStore {
         })?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
-            .min_idle(Some(1))
+            // Every connection is opened at start (in the background) and kept: opening
+            // one later needs file descriptors that a flood of clients may have taken.
+            .min_idle(Some(POOL_SIZE))
+            .idle_timeout(None)
             // A broken connection fails its transaction, which is retried or reported;
             // checking each one first would add a round trip to every call.
             .test_on_check_out(false)
@@ -112,8 +178,8 @@ impl PgStore {
     /// Applies the migrations this database lacks, one process at a time: several
     /// processes starting together on an empty database migrate it once.
     fn migrate(&self) -> Result<()> {
-        let mut client = self.connection()?;
-        let mut tx = client.transaction().db()?;
+        let mut pooled = self.connection()?;
+        let mut tx = pooled.client.transaction().db()?;
         // A transaction-scoped lock: released by the commit, never left behind.
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).db()?;
         tx.batch_execute("CREATE TABLE IF NOT EXISTS coinorder_schema (version BIGINT NOT NULL)").db()?;
@@ -198,20 +264,20 @@ impl PgStore {
     }
 
     fn transaction<T>(&self, begin: &str, writing: bool, work: &mut dyn FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
-        let mut client = self.connection()?;
-        client.batch_execute(begin).db()?;
-        let conn = PgConn { client: RefCell::new(client), writing };
+        let mut pooled = self.connection()?;
+        pooled.client.batch_execute(begin).db()?;
+        let conn = PgConn { client: RefCell::new(pooled), writing };
         let outcome = work(&Conn::Postgres(&conn));
-        let mut client = conn.client.into_inner();
+        let mut pooled = conn.client.into_inner();
         match outcome {
             Ok(value) => {
-                client.batch_execute("COMMIT").db()?;
+                pooled.client.batch_execute("COMMIT").db()?;
                 Ok(value)
             }
             Err(error) => {
                 // A connection whose rollback fails is broken: r2d2 drops it on its
                 // next health check.
-                let _ = client.batch_execute("ROLLBACK");
+                let _ = pooled.client.batch_execute("ROLLBACK");
                 Err(error)
             }
         }
@@ -219,6 +285,17 @@ impl PgStore {
 }
 
 impl PgConn {
+    /// Runs `run` with the cached prepared statement of `sql`.
+    fn with_statement<T>(
+        &self,
+        sql: &str,
+        run: impl FnOnce(&mut postgres::Client, &postgres::Statement) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut pooled = self.client.borrow_mut();
+        let statement = pooled.statement(sql).db()?;
+        run(&mut pooled.client, &statement).db()
+    }
+
     /// Every row of `sql`, each built by `build` (a builder of `storage/rows.rs`, which
     /// serves the SQLite backend too).
     fn query<T>(
@@ -227,7 +304,7 @@ impl PgConn {
         params: &[&(dyn ToSql + Sync)],
         build: impl Fn(&dyn RowValues) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let rows = self.client.borrow_mut().query(sql, params).db()?;
+        let rows = self.with_statement(sql, |client, statement| client.query(statement, params))?;
         rows.iter().map(|row| build(row)).collect()
     }
 
@@ -239,7 +316,7 @@ impl PgConn {
         params: &[&(dyn ToSql + Sync)],
         build: impl FnOnce(&dyn RowValues) -> Result<T>,
     ) -> Result<Option<T>> {
-        let row = self.client.borrow_mut().query_opt(sql, params).db()?;
+        let row = self.with_statement(sql, |client, statement| client.query_opt(statement, params))?;
         match row {
             Some(row) => build(&row).map(Some),
             None => Ok(None),
@@ -254,13 +331,13 @@ impl PgConn {
         params: &[&(dyn ToSql + Sync)],
         build: impl FnOnce(&dyn RowValues) -> Result<T>,
     ) -> Result<T> {
-        let row = self.client.borrow_mut().query_one(sql, params).db()?;
+        let row = self.with_statement(sql, |client, statement| client.query_one(statement, params))?;
         build(&row)
     }
 
     /// Runs a statement; the number of rows it changed.
     fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.client.borrow_mut().execute(sql, params).db()
+        self.with_statement(sql, |client, statement| client.execute(statement, params))
     }
 
     /// `" FOR UPDATE"` inside a write transaction, `""` in a read: appended to the reads
