@@ -190,7 +190,7 @@ fn event_sequences_stay_consecutive_through_a_lifecycle() {
 
 #[test]
 fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
-    assert_eq!(coinorder::SCHEMA_VERSION, 5);
+    assert_eq!(coinorder::SCHEMA_VERSION, 6);
     if on_postgres() {
         return; // PostgreSQL support began with the version-5 schema: no older database exists
     }
@@ -229,7 +229,7 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
         assert_eq!(columns, 0);
     }
 
-    let svc = Service::open(&db, config(Environment::Sandbox, &clock)).expect("open upgrades to version 5");
+    let svc = Service::open(&db, config(Environment::Sandbox, &clock)).expect("open upgrades to the current version");
     let version: i64 = rusqlite::Connection::open(&db)
         .and_then(|c| c.pragma_query_value(None, "user_version", |r| r.get(0)))
         .expect("user_version");

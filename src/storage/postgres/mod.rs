@@ -33,7 +33,10 @@ use crate::error::{Error, ErrorKind, Result, StorageError};
 
 /// The PostgreSQL schema migrations, applied in order under an advisory lock; the schema
 /// version is the count applied.
-pub(super) const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_init.sql")];
+pub(super) const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/postgres/0001_init.sql"),
+    include_str!("../../../migrations/postgres/0002_claim_indexes.sql"),
+];
 
 /// The schema version this library writes on PostgreSQL.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -26,26 +26,8 @@ impl SqliteConn<'_> {
         lease_token: &str,
         limit: i64,
     ) -> Result<Vec<String>> {
-        let Table { name, id, state, pending, sequence, .. } = table(outbox);
-        let (in_order, tie_break) = match sequence {
-            Some(sequence) => (
-                format!(
-                    "AND (m.attempts > 0 OR NOT EXISTS (
-                        SELECT 1 FROM {name} p WHERE p.order_id = m.order_id AND p.{sequence} < m.{sequence}
-                          AND p.{state} = '{pending}' AND (p.attempts = 0 OR NOT ({}))))",
-                    lease_expired("p", ":now")
-                ),
-                format!(", m.{sequence}"),
-            ),
-            None => (String::new(), String::new()),
-        };
-        let sql = format!(
-            "SELECT m.{id} FROM {name} m
-             WHERE m.environment = :environment AND m.{state} = '{pending}' AND m.next_attempt_at <= :now
-               AND {} {in_order}
-             ORDER BY m.next_attempt_at, m.created_at{tie_break} LIMIT :limit",
-            lease_expired("m", ":now")
-        );
+        let sql = claim_sql(outbox);
+        let Table { name, id, .. } = table(outbox);
         let claimed = self.query(
             &sql,
             named_params! {":environment": environment.as_str(), ":now": now.as_millis(), ":limit": limit},
@@ -217,6 +199,33 @@ impl SqliteConn<'_> {
     }
 }
 
+/// The SELECT of [`SqliteConn::claim_due`] for `outbox`: due, unleased messages (an
+/// order's webhooks in `sequence` order), oldest first. The `*_due` index of migration
+/// 0006 holds the whole ORDER BY, so SQLite stops after `:limit` rows instead of sorting
+/// the backlog.
+fn claim_sql(outbox: Outbox) -> String {
+    let Table { name, id, state, pending, sequence, .. } = table(outbox);
+    let (in_order, tie_break) = match sequence {
+        Some(sequence) => (
+            format!(
+                "AND (m.attempts > 0 OR NOT EXISTS (
+                    SELECT 1 FROM {name} p WHERE p.order_id = m.order_id AND p.{sequence} < m.{sequence}
+                      AND p.{state} = '{pending}' AND (p.attempts = 0 OR NOT ({}))))",
+                lease_expired("p", ":now")
+            ),
+            format!(", m.{sequence}"),
+        ),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "SELECT m.{id} FROM {name} m
+         WHERE m.environment = :environment AND m.{state} = '{pending}' AND m.next_attempt_at <= :now
+           AND {} {in_order}
+         ORDER BY m.next_attempt_at, m.created_at{tie_break} LIMIT :limit",
+        lease_expired("m", ":now")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -226,6 +235,29 @@ mod tests {
     use crate::storage::{DbResult, Store, StoreOptions, StoreTarget};
 
     const NOW: Timestamp = Timestamp(1_000_000);
+
+    #[test]
+    fn a_claim_reads_the_due_index_in_order_and_never_sorts_the_backlog() -> Result<()> {
+        let (_dir, store) = store()?;
+        for outbox in [Outbox::Webhooks, Outbox::Emails] {
+            let plan = store.read(|db| {
+                let conn = db.sqlite_for_test();
+                let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", claim_sql(outbox))).db()?;
+                let details = statement
+                    .query_map(
+                        rusqlite::named_params! {":environment": "sandbox", ":now": 0_i64, ":limit": 10_i64},
+                        |row| row.get::<_, String>(3),
+                    )
+                    .db()?
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .db()?;
+                Ok(details.join("; "))
+            })?;
+            assert!(plan.contains("_due"), "{outbox:?}: the claim must use the due index: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{outbox:?}: the claim sorts its rows: {plan}");
+        }
+        Ok(())
+    }
 
     fn store() -> Result<(tempfile::TempDir, Store)> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;

@@ -29,6 +29,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0003_delivery.sql"),
     include_str!("../../../migrations/sqlite/0004_retired_keys.sql"),
     include_str!("../../../migrations/sqlite/0005_event_sequence.sql"),
+    include_str!("../../../migrations/sqlite/0006_lean_indexes.sql"),
 ];
 
 /// The schema version this library writes.
