@@ -190,11 +190,19 @@ pub struct SqliteOptions {
     /// `synchronous=FULL` (true, the default: money; every commit survives a power cut)
     /// or `NORMAL` (false, faster; a power cut may lose the last commits, never corrupts).
     pub synchronous_full: bool,
+    /// How much of the file each reading connection maps into memory, in MiB
+    /// (`mmap_size`; default 1024, 0 turns it off). Reads then come from the operating
+    /// system's page cache without a copy per page: +30 % to +55 % on Get Order at 100k
+    /// to 1M orders. It reserves address space, not memory.
+    pub mmap_mib: u64,
+    /// Page cache of each connection, in MiB (`cache_size`; default 8). Pages beyond it
+    /// come from the memory map; up to 17 connections each hold one, so raise it with care.
+    pub cache_mib: u64,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        SqliteOptions { synchronous_full: true }
+        SqliteOptions { synchronous_full: true, mmap_mib: 1024, cache_mib: 8 }
     }
 }
 

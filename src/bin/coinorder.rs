@@ -640,6 +640,10 @@ struct FileConfig {
 struct SqliteSection {
     /// "full" (the default) or "normal".
     synchronous: Option<String>,
+    /// `Config::sqlite.mmap_mib`.
+    mmap_mib: Option<u64>,
+    /// `Config::sqlite.cache_mib`.
+    cache_mib: Option<u64>,
 }
 
 /// `[limits]`: the bounds of the HTTP server (`ServerLimits`), in bytes and seconds.
@@ -732,7 +736,7 @@ struct SmtpSection {
 /// Every key the settings file may have, by section ("" for the top level).
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("", &["db", "secret_key_file", "sqlite", "server", "webhooks", "smtp", "limits"]),
-    ("sqlite", &["synchronous"]),
+    ("sqlite", &["synchronous", "mmap_mib", "cache_mib"]),
     (
         "server",
         &[
@@ -829,6 +833,16 @@ fn parse_config(text: &str) -> Result<FileConfig, String> {
     if let Some(synchronous) = &file.sqlite.synchronous {
         if synchronous != "full" && synchronous != "normal" {
             return Err(format!("sqlite.synchronous must be \"full\" or \"normal\", got {synchronous:?}"));
+        }
+    }
+    if let Some(mib) = file.sqlite.mmap_mib {
+        if mib > 1 << 20 {
+            return Err(format!("sqlite.mmap_mib must be 0 to 1048576, got {mib}"));
+        }
+    }
+    if let Some(mib) = file.sqlite.cache_mib {
+        if !(1..=65_536).contains(&mib) {
+            return Err(format!("sqlite.cache_mib must be 1 to 65536, got {mib}"));
         }
     }
     Ok(file)
@@ -972,6 +986,12 @@ fn apply_storage_settings(config: &mut Config, file: &FileConfig) {
     config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten().or_else(|| file.secret_key_file.clone());
     if let Some(synchronous) = &file.sqlite.synchronous {
         config.sqlite.synchronous_full = synchronous != "normal";
+    }
+    if let Some(mib) = file.sqlite.mmap_mib {
+        config.sqlite.mmap_mib = mib;
+    }
+    if let Some(mib) = file.sqlite.cache_mib {
+        config.sqlite.cache_mib = mib;
     }
 }
 

@@ -115,10 +115,7 @@ impl Service {
             }
             (StoreTarget::Postgres(_), Some(path)) => path.clone(),
         };
-        let store = Store::open(
-            &target,
-            StoreOptions { synchronous_full: config.sqlite.synchronous_full, busy_timeout: config.busy_timeout },
-        )?;
+        let store = Store::open(&target, StoreOptions { sqlite: config.sqlite, busy_timeout: config.busy_timeout })?;
         let secrets = SecretBox::open_or_create(&key_path)?;
         Ok(Service {
             http: crate::delivery::http_agent(

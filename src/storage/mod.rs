@@ -95,8 +95,8 @@ impl std::fmt::Debug for StoreTarget {
 /// Options for opening the database.
 #[derive(Debug, Clone)]
 pub(crate) struct StoreOptions {
-    /// SQLite only: `synchronous=FULL` rather than `NORMAL`.
-    pub synchronous_full: bool,
+    /// What only a SQLite file uses: durability, memory map and page cache.
+    pub sqlite: crate::config::SqliteOptions,
     /// How long a write waits for another writer (SQLite's lock; PostgreSQL's lock
     /// timeout and retries).
     pub busy_timeout: Duration,

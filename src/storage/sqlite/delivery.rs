@@ -261,7 +261,10 @@ mod tests {
 
     fn store() -> Result<(tempfile::TempDir, Store)> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let options = StoreOptions { synchronous_full: false, busy_timeout: Duration::from_secs(5) };
+        let options = StoreOptions {
+            sqlite: crate::config::SqliteOptions { synchronous_full: false, ..Default::default() },
+            busy_timeout: Duration::from_secs(5),
+        };
         let store = Store::open(&StoreTarget::Sqlite(dir.path().join("t.db")), options)?;
         store.write(|db| {
             db.sqlite_for_test()

@@ -135,19 +135,31 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `work` on a read-only connection from the pool (a consistent snapshot).
+    /// Runs `work` on a read-only connection from the pool, in one transaction (a
+    /// consistent snapshot).
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let conn = match pooled {
             Some(conn) => conn,
             None => self.open_reader()?,
         };
+        // One transaction around the whole read: its statements share one snapshot (and
+        // one acquisition of the WAL read lock, where each statement on its own would take
+        // its own).
+        conn.prepare_cached("BEGIN").db()?.execute([]).db()?;
         let result = work(&Conn::Sqlite(SqliteConn(&conn)));
-        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        if readers.len() < MAX_IDLE_READERS {
-            readers.push(conn);
+        let ended = conn.prepare_cached("COMMIT").db().and_then(|mut commit| commit.execute([]).db());
+        // A connection still inside its transaction must not go back to the pool, where
+        // the next read's BEGIN would fail on it: it is dropped (and closed) instead.
+        if ended.is_ok() || conn.is_autocommit() {
+            let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if readers.len() < MAX_IDLE_READERS {
+                readers.push(conn);
+            }
         }
-        result
+        let value = result?;
+        ended?;
+        Ok(value)
     }
 
     fn open_reader(&self) -> Result<Connection> {
@@ -241,8 +253,13 @@ fn create_private(path: &Path) {
 fn configure(conn: &Connection, options: &StoreOptions) -> Result<()> {
     conn.busy_timeout(options.busy_timeout).db()?;
     conn.pragma_update(None, "foreign_keys", true).db()?;
-    let sync = if options.synchronous_full { "FULL" } else { "NORMAL" };
+    let sync = if options.sqlite.synchronous_full { "FULL" } else { "NORMAL" };
     conn.pragma_update(None, "synchronous", sync).db()?;
+    let mmap_bytes = i64::try_from(options.sqlite.mmap_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    conn.pragma_update(None, "mmap_size", mmap_bytes).db()?;
+    // A negative cache_size counts KiB rather than pages.
+    let cache_kib = i64::try_from(options.sqlite.cache_mib.saturating_mul(1024)).unwrap_or(i64::MAX);
+    conn.pragma_update(None, "cache_size", -cache_kib).db()?;
     // Keep one plan per cached statement: without this, SQLite re-prepares a statement
     // whenever a bound value might change its plan, which made point reads parse SQL on
     // every call.
@@ -325,7 +342,27 @@ mod tests {
     use super::*;
 
     fn options() -> StoreOptions {
-        StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) }
+        StoreOptions {
+            sqlite: crate::config::SqliteOptions { synchronous_full: true, ..Default::default() },
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn readers_map_the_file_and_size_their_cache_as_configured() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let mut options = options();
+        options.sqlite.mmap_mib = 16;
+        options.sqlite.cache_mib = 4;
+        let store = SqliteStore::open(&dir.path().join("t.db"), options)?;
+        let (mmap, cache) = store.read(|c| {
+            let conn = c.sqlite_for_test();
+            let mmap: i64 = conn.pragma_query_value(None, "mmap_size", |r| r.get(0)).db()?;
+            let cache: i64 = conn.pragma_query_value(None, "cache_size", |r| r.get(0)).db()?;
+            Ok((mmap, cache))
+        })?;
+        assert_eq!((mmap, cache), (16 << 20, -4096));
+        Ok(())
     }
 
     #[test]

@@ -223,7 +223,10 @@ mod tests {
         let path = dir.path().join("t.db");
         let store = Store::open(
             &StoreTarget::Sqlite(path.clone()),
-            StoreOptions { synchronous_full: true, busy_timeout: Duration::from_secs(5) },
+            StoreOptions {
+                sqlite: crate::config::SqliteOptions { synchronous_full: true, ..Default::default() },
+                busy_timeout: Duration::from_secs(5),
+            },
         )?;
         let conn = rusqlite::Connection::open(&path).db()?;
         conn.pragma_update(None, "ignore_check_constraints", true).db()?;
