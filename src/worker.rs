@@ -258,6 +258,14 @@ impl Service {
         Worker::spawn("coinorder-expiry", interval, move || service.expire_due(service.now()).map(|_| ()))
     }
 
+    /// Starts a background [`Worker`] (thread `coinorder-checkpoint`) that runs
+    /// [`Service::checkpoint`] now and then every `interval`, so that committing writes
+    /// never copy the write-ahead log themselves.
+    pub fn start_checkpoint_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
+        let service = Arc::clone(self);
+        Worker::spawn("coinorder-checkpoint", interval, move || service.checkpoint().map(|_| ()))
+    }
+
     /// Starts a background [`Worker`] (thread `coinorder-delivery`) that sends what is
     /// due from the outbox: each run calls [`Service::deliver_due`]`(batch)` and
     /// [`Service::send_due_emails`]`(batch)`, and repeats at once, for each of the two,

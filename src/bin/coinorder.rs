@@ -33,6 +33,9 @@ use serde_json::{json, Value};
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often `serve` looks for due webhooks and e-mails.
 const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
+/// How often `serve` copies SQLite's write-ahead log into the database file, so that
+/// requests never do it.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
 /// How many webhooks (and e-mails) `serve` sends per batch.
 const DELIVERY_BATCH: usize = 100;
 /// The sender of payment-link e-mails unless `--smtp-from` says otherwise.
@@ -1069,6 +1072,9 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let mut delivery = service
         .start_delivery_worker(DELIVERY_INTERVAL, DELIVERY_BATCH)
         .map_err(|e| format!("cannot start the delivery worker: {e}"))?;
+    let mut checkpoint = service
+        .start_checkpoint_worker(CHECKPOINT_INTERVAL)
+        .map_err(|e| format!("cannot start the checkpoint worker: {e}"))?;
     let grace = limits.shutdown_grace;
     let server = Server::from_listener(service, listener).map_err(|e| e.to_string())?.with_limits(limits);
     let handle = server.spawn(usize::from(threads));
@@ -1088,8 +1094,9 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
         scope.spawn(|| handle.shutdown());
         expiry.stop();
         delivery.stop();
+        checkpoint.stop();
     });
-    for worker in [&expiry, &delivery] {
+    for worker in [&expiry, &delivery, &checkpoint] {
         if let Some(error) = worker.last_error() {
             eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
         }

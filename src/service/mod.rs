@@ -145,6 +145,15 @@ impl Service {
         self.store.is_local()
     }
 
+    /// Copies SQLite's write-ahead log back into the database file, as far as readers
+    /// allow, without blocking any request (a passive checkpoint). Without it a committing
+    /// write does this itself once the log reaches 64 MiB, and pays for it in latency; so
+    /// call it every second or so from a timer, or run
+    /// [`Service::start_checkpoint_worker`] (`coinorder serve` does). `None` on PostgreSQL.
+    pub fn checkpoint(&self) -> Result<Option<crate::Checkpoint>> {
+        self.store.checkpoint()
+    }
+
     /// The environment this service serves.
     pub fn environment(&self) -> Environment {
         self.config.environment

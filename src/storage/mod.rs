@@ -36,7 +36,7 @@ use crate::payments::{Event, Payment, PaymentState, Rate};
 use crate::time::Timestamp;
 
 pub(crate) use records::{AttemptResult, ClaimedEvent, DeliveryRow, KeyRow, PriorCreate};
-pub use sqlite::SCHEMA_VERSION;
+pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
 /// [`crate::Service::open`], `--db` or `COINORDER_DB`. Displayed without any password, so
@@ -106,7 +106,7 @@ pub(crate) struct StoreOptions {
 #[derive(Debug)]
 pub(crate) enum Store {
     /// A SQLite file.
-    Sqlite(sqlite::SqliteStore),
+    Sqlite(Box<sqlite::SqliteStore>),
     /// A PostgreSQL server.
     #[cfg(feature = "postgres")]
     Postgres(postgres::PgStore),
@@ -123,7 +123,7 @@ impl Store {
     /// Opens (creating and migrating if needed) the database at `target`.
     pub(crate) fn open(target: &StoreTarget, options: StoreOptions) -> Result<Store> {
         match target {
-            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(sqlite::SqliteStore::open(path, options)?)),
+            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(Box::new(sqlite::SqliteStore::open(path, options)?))),
             #[cfg(feature = "postgres")]
             StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),
             #[cfg(not(feature = "postgres"))]
@@ -168,6 +168,16 @@ impl Store {
             Store::Sqlite(store) => store.try_write(work),
             #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.try_write(work),
+        }
+    }
+
+    /// A background checkpoint of SQLite's write-ahead log; `None` on PostgreSQL, whose
+    /// server checkpoints by itself.
+    pub(crate) fn checkpoint(&self) -> Result<Option<Checkpoint>> {
+        match self {
+            Store::Sqlite(store) => store.checkpoint().map(Some),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => Ok(None),
         }
     }
 

@@ -41,13 +41,31 @@ const MAX_IDLE_READERS: usize = 16;
 /// How many times a write that found the database busy is tried again.
 const BUSY_RETRIES: u32 = 20;
 
-/// A SQLite database: one writer connection and a pool of readers over one file.
+/// The write-ahead log's size, in pages, beyond which a committing write copies it back
+/// into the database file itself (SQLite's automatic checkpoint). Normally
+/// [`SqliteStore::checkpoint`], run by a background worker, keeps the log far below this,
+/// so requests never pay for a checkpoint; this is the cap for when nothing runs one.
+/// 16,384 pages of 4 KiB: 64 MiB.
+const WAL_CAP_PAGES: i64 = 16_384;
+
+/// A SQLite database: one writer connection, a pool of readers and a connection for
+/// background checkpoints, over one file.
 #[derive(Debug)]
 pub(crate) struct SqliteStore {
     path: PathBuf,
     options: StoreOptions,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    checkpointer: Mutex<Option<Connection>>,
+}
+
+/// What one background checkpoint did (`PRAGMA wal_checkpoint(PASSIVE)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Pages in the write-ahead log.
+    pub log_pages: i64,
+    /// Of those, pages now copied into the database file.
+    pub checkpointed_pages: i64,
 }
 
 /// A connection or open transaction; the typed methods of `sqlite/*.rs` run their
@@ -75,6 +93,7 @@ impl SqliteStore {
             options,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            checkpointer: Mutex::new(None),
         })
     }
 
@@ -162,6 +181,28 @@ impl SqliteStore {
         Ok(value)
     }
 
+    /// Copies what it can of the write-ahead log into the database file without waiting
+    /// for, or holding up, readers and writers (a passive checkpoint), on a connection of
+    /// its own: the work SQLite would otherwise do inside a committing request.
+    pub(crate) fn checkpoint(&self) -> Result<Checkpoint> {
+        let mut slot = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = match slot.take() {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open(&self.path).db()?;
+                configure(&conn, &self.options)?;
+                conn
+            }
+        };
+        let outcome = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                Ok(Checkpoint { log_pages: row.get(1)?, checkpointed_pages: row.get(2)? })
+            })
+            .db();
+        *slot = Some(conn);
+        outcome
+    }
+
     fn open_reader(&self) -> Result<Connection> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&self.path, flags).db()?;
@@ -231,6 +272,7 @@ fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
     let mut writer = Connection::open(path).db()?;
     configure(&writer, options)?;
     let _mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).db()?;
+    writer.pragma_update(None, "wal_autocheckpoint", WAL_CAP_PAGES).db()?;
     migrate(&mut writer)?;
     Ok(writer)
 }
@@ -346,6 +388,36 @@ mod tests {
             sqlite: crate::config::SqliteOptions { synchronous_full: true, ..Default::default() },
             busy_timeout: Duration::from_secs(5),
         }
+    }
+
+    #[test]
+    fn checkpoints_run_in_the_background_and_writes_only_past_the_cap() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let store = SqliteStore::open(&dir.path().join("t.db"), options())?;
+        let cap = store.write(|c| {
+            c.sqlite_for_test().pragma_query_value(None, "wal_autocheckpoint", |r| r.get::<_, i64>(0)).db()
+        })?;
+        assert_eq!(cap, WAL_CAP_PAGES, "a committing write checkpoints only past the cap");
+        // 3,000 pages of writes: past SQLite's default of 1,000, far below the cap.
+        store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
+        for _ in 0..30 {
+            store.write(|c| {
+                c.sqlite_for_test()
+                    .execute(
+                        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+                         INSERT INTO filler SELECT zeroblob(4000) FROM n",
+                        [],
+                    )
+                    .db()
+            })?;
+        }
+        let wal = dir.path().join("t.db-wal");
+        let before = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        assert!(before > 3000 * 4096, "the log kept every page until the checkpoint: {before} bytes");
+        let done = store.checkpoint()?;
+        assert!(done.log_pages >= 3000, "{done:?}");
+        assert_eq!(done.checkpointed_pages, done.log_pages, "no reader held it back: {done:?}");
+        Ok(())
     }
 
     #[test]
