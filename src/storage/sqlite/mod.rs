@@ -2,12 +2,14 @@
 //! (`orders.rs`, `keys.rs`, `payments.rs`, `delivery.rs`, beside the PostgreSQL ones in
 //! `postgres/`).
 //!
-//! SQLite runs in WAL mode: one writer connection (behind a mutex, writes take the lock
-//! up front with `BEGIN IMMEDIATE`) and a pool of read-only connections, so reads never
-//! queue behind a slow write. Other processes may use the same file; their writes wait on
-//! `busy_timeout`, and a busy write is retried rather than reported.
+//! SQLite runs in WAL mode: one writer connection (writes take the lock up front with
+//! `BEGIN IMMEDIATE`; writes that queue for it share one commit, `group.rs`) and a pool
+//! of read-only connections, so reads never queue behind a slow write. Other processes
+//! may use the same file; their writes wait on `busy_timeout`, and a busy write is
+//! retried rather than reported.
 
 mod delivery;
+mod group;
 mod keys;
 mod orders;
 mod payments;
@@ -54,7 +56,7 @@ const WAL_CAP_PAGES: i64 = 16_384;
 pub(crate) struct SqliteStore {
     path: PathBuf,
     options: StoreOptions,
-    writer: Mutex<Connection>,
+    writer: group::GroupWriter,
     readers: Mutex<Vec<Connection>>,
     checkpointer: Mutex<Option<Connection>>,
 }
@@ -91,67 +93,29 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: path.to_path_buf(),
             options,
-            writer: Mutex::new(writer),
+            writer: group::GroupWriter::new(writer),
             readers: Mutex::new(Vec::new()),
             checkpointer: Mutex::new(None),
         })
     }
 
-    /// Runs `work` in one write transaction: all of it commits, or none of it.
+    /// Runs `work` as one write: all of it commits, or none of it, and it has committed
+    /// when this returns.
     ///
-    /// The transaction starts `IMMEDIATE` so it never has to upgrade a read lock (which
-    /// is what makes SQLite answer BUSY without waiting); if the database is still busy
-    /// after `busy_timeout`, the whole transaction is tried again.
-    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
-        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Waiting is bounded by busy_timeout in all: a database held locked longer than
-        // that (by something abnormal) is reported rather than waited on forever.
-        let deadline = std::time::Instant::now() + self.options.busy_timeout;
-        let mut attempt = 0;
-        loop {
-            let outcome = (|| {
-                let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
-                let value = work(&Conn::Sqlite(SqliteConn(&tx)))?;
-                tx.commit().db()?;
-                Ok(value)
-            })();
-            match outcome {
-                Err(err) if is_busy(&err) && attempt < BUSY_RETRIES && std::time::Instant::now() < deadline => {
-                    attempt += 1;
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    writer.busy_timeout(left.max(Duration::from_millis(1))).db()?;
-                }
-                other => {
-                    if attempt > 0 {
-                        writer.busy_timeout(self.options.busy_timeout).db()?;
-                    }
-                    return other;
-                }
-            }
-        }
+    /// Writes that arrive while another holds the writer share its transaction, each in a
+    /// savepoint of its own, and one commit (group commit, `group.rs`). The transaction
+    /// starts `IMMEDIATE` so it never has to upgrade a read lock (which is what makes
+    /// SQLite answer BUSY without waiting); if the database is still busy after
+    /// `busy_timeout`, the write is tried again.
+    pub(crate) fn write<T>(&self, work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        self.writer.write(self.options.busy_timeout, work)
     }
 
     /// Runs `work` in one write transaction if the write lock is free right now (in this
     /// process and in the file), else does nothing and returns `None`. For bookkeeping
     /// that must never make a read wait.
     pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {
-        let mut writer = match self.writer.try_lock() {
-            Ok(writer) => writer,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
-        };
-        writer.busy_timeout(Duration::ZERO).db()?;
-        let outcome = (|| {
-            let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
-            let value = work(&Conn::Sqlite(SqliteConn(&tx)))?;
-            tx.commit().db()?;
-            Ok(value)
-        })();
-        writer.busy_timeout(self.options.busy_timeout).db()?;
-        match outcome {
-            Err(err) if is_busy(&err) => Ok(None),
-            other => other.map(Some),
-        }
+        self.writer.try_write(self.options.busy_timeout, work)
     }
 
     /// Runs `work` on a read-only connection from the pool, in one transaction (a

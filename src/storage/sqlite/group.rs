@@ -1,0 +1,390 @@
+//! Group commit for SQLite's one writer.
+//!
+//! A SQLite file has one writer at a time, and under `synchronous=FULL` each commit waits
+//! for its own fsync, so writes from many threads queue one fsync each. Here the writes
+//! that arrive while another one holds the writer join its transaction: each runs its
+//! work in a savepoint of its own (a failing or panicking one is rolled back alone), and
+//! the last of the group commits once, with one fsync, for all of them. Every member
+//! returns only after that commit, so a write that returned `Ok` is durable as before;
+//! when the commit fails, every member sees it (and a busy one runs its work again).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use super::{is_busy, SqliteConn, BUSY_RETRIES};
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::{Conn, DbResult};
+
+/// Most writes sharing one commit: a bound on how long the first of them waits.
+const MAX_MEMBERS: usize = 64;
+
+/// How often a member waiting for its group's commit checks that someone is still going
+/// to commit it (a member that panicked could have been the last).
+const STALE_CHECK: Duration = Duration::from_millis(5);
+
+/// Failed commits remembered for the members still to read them.
+const FAILURES_KEPT: usize = 64;
+
+/// The writer connection and the group whose transaction is open on it, if any.
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    /// The open group's number.
+    open: Option<u64>,
+    /// Writes that joined the open group so far.
+    members: usize,
+    /// The number the next group gets.
+    next: u64,
+}
+
+/// How the groups ended: every group up to `through` has ended; the failed ones are in
+/// `failures` with their error (and whether it was busy).
+#[derive(Default)]
+struct Ended {
+    through: u64,
+    failures: VecDeque<(u64, bool, String)>,
+}
+
+/// The writer, shared by group commit.
+pub(super) struct GroupWriter {
+    writer: Mutex<Writer>,
+    /// Threads waiting for the writer: while there are some, a member leaves the group's
+    /// transaction open for them rather than committing.
+    waiting: AtomicUsize,
+    ended: Mutex<Ended>,
+    ended_changed: Condvar,
+}
+
+impl std::fmt::Debug for GroupWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupWriter").finish_non_exhaustive()
+    }
+}
+
+/// Rolls a member's savepoint back if its work unwinds, so a panic never leaves half of
+/// a write in the group's transaction.
+struct MemberGuard<'a> {
+    conn: &'a Connection,
+    armed: bool,
+}
+
+impl Drop for MemberGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.conn.execute_batch("ROLLBACK TO member; RELEASE member");
+        }
+    }
+}
+
+impl GroupWriter {
+    /// The writer over `conn`, with no group open.
+    pub(super) fn new(conn: Connection) -> GroupWriter {
+        GroupWriter {
+            writer: Mutex::new(Writer { conn, open: None, members: 0, next: 1 }),
+            waiting: AtomicUsize::new(0),
+            ended: Mutex::new(Ended::default()),
+            ended_changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `work` as a member of a group's transaction and returns once that
+    /// transaction committed (or `work` failed, its own changes rolled back). A database
+    /// busy past `busy_timeout` is reported; short of that, busy groups are tried again.
+    pub(super) fn write<T>(&self, busy_timeout: Duration, mut work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + busy_timeout;
+        loop {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut writer = self.lock();
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let group = match writer.open {
+                Some(group) => group,
+                None => begin(&mut writer, busy_timeout, deadline)?,
+            };
+            writer.members += 1;
+            let outcome = run_member(&writer.conn, &mut work);
+            // Work that met a busy database (its savepoint rolled back) runs again.
+            let run_again = matches!(&outcome, Err(error) if is_busy(error)) && Instant::now() < deadline;
+            if self.waiting.load(Ordering::SeqCst) > 0 && writer.members < MAX_MEMBERS {
+                // Others are queued for the writer: the last of them commits for all.
+                drop(writer);
+                if run_again {
+                    continue;
+                }
+                let value = outcome?;
+                match self.wait_for(group) {
+                    Ok(()) => return Ok(value),
+                    Err(error) if is_busy(&error) && Instant::now() < deadline => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            let committed = self.commit(&mut writer, group);
+            drop(writer);
+            if run_again {
+                continue;
+            }
+            let value = outcome?;
+            match committed {
+                Ok(()) => return Ok(value),
+                Err(error) if is_busy(&error) && Instant::now() < deadline => continue,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Runs `work` alone in a transaction if the writer is free right now, else `None`.
+    pub(super) fn try_write<T>(
+        &self,
+        busy_timeout: Duration,
+        work: impl FnOnce(&Conn<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        if writer.open.is_some() {
+            // A group is between members: not free right now.
+            return Ok(None);
+        }
+        let conn = &writer.conn;
+        conn.busy_timeout(Duration::ZERO).db()?;
+        let outcome = (|| {
+            conn.prepare_cached("BEGIN IMMEDIATE").db()?.execute([]).db()?;
+            match work(&Conn::Sqlite(SqliteConn(conn))) {
+                Ok(value) => {
+                    conn.prepare_cached("COMMIT").db()?.execute([]).db()?;
+                    Ok(value)
+                }
+                Err(error) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Err(error)
+                }
+            }
+        })();
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        conn.busy_timeout(busy_timeout).db()?;
+        drop(writer);
+        match outcome {
+            Err(error) if is_busy(&error) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    /// Commits group `group` (open on `writer`) and tells its members how it ended.
+    fn commit(&self, writer: &mut Writer, group: u64) -> Result<()> {
+        let committed = writer.conn.prepare_cached("COMMIT").db().and_then(|mut commit| commit.execute([]).db());
+        if committed.is_err() && !writer.conn.is_autocommit() {
+            let _ = writer.conn.execute_batch("ROLLBACK");
+        }
+        writer.open = None;
+        writer.members = 0;
+        let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        ended.through = ended.through.max(group);
+        if let Err(error) = &committed {
+            ended.failures.push_back((group, is_busy(error), error.to_string()));
+            if ended.failures.len() > FAILURES_KEPT {
+                ended.failures.pop_front();
+            }
+        }
+        drop(ended);
+        self.ended_changed.notify_all();
+        committed.map(|_| ())
+    }
+
+    /// Waits until group `group` ended; its commit's outcome.
+    fn wait_for(&self, group: u64) -> Result<()> {
+        let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        loop {
+            if ended.through >= group {
+                return match ended.failures.iter().find(|(failed, ..)| *failed == group) {
+                    None => Ok(()),
+                    Some((_, busy, text)) => Err(group_failed(*busy, text)),
+                };
+            }
+            let (next, timeout) =
+                self.ended_changed.wait_timeout(ended, STALE_CHECK).unwrap_or_else(|poisoned| poisoned.into_inner());
+            ended = next;
+            if timeout.timed_out() {
+                // Nobody took the writer since: the member that was to commit is gone
+                // (it panicked). Commit the group from here.
+                drop(ended);
+                let writer = match self.writer.try_lock() {
+                    Ok(writer) => Some(writer),
+                    Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                };
+                if let Some(mut writer) = writer {
+                    if writer.open == Some(group) && self.waiting.load(Ordering::SeqCst) == 0 {
+                        let _ = self.commit(&mut writer, group);
+                    }
+                }
+                ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+        }
+    }
+}
+
+/// Opens a group: `BEGIN IMMEDIATE`, waiting for another process's lock up to
+/// `deadline`. Its number.
+fn begin(writer: &mut Writer, busy_timeout: Duration, deadline: Instant) -> Result<u64> {
+    let mut attempt = 0;
+    loop {
+        let begun = writer.conn.prepare_cached("BEGIN IMMEDIATE").db().and_then(|mut begin| begin.execute([]).db());
+        match begun {
+            Ok(_) => break,
+            Err(error) if is_busy(&error) && attempt < BUSY_RETRIES && Instant::now() < deadline => {
+                attempt += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                writer.conn.busy_timeout(left.max(Duration::from_millis(1))).db()?;
+            }
+            Err(error) => {
+                if attempt > 0 {
+                    writer.conn.busy_timeout(busy_timeout).db()?;
+                }
+                return Err(error);
+            }
+        }
+    }
+    if attempt > 0 {
+        writer.conn.busy_timeout(busy_timeout).db()?;
+    }
+    let group = writer.next;
+    writer.next += 1;
+    writer.open = Some(group);
+    writer.members = 0;
+    Ok(group)
+}
+
+/// Runs one member's `work` in a savepoint of the open transaction: kept if it succeeds,
+/// rolled back alone if it fails or unwinds.
+fn run_member<T>(conn: &Connection, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+    conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
+    let mut guard = MemberGuard { conn, armed: true };
+    let outcome = work(&Conn::Sqlite(SqliteConn(conn)));
+    guard.armed = false;
+    match outcome {
+        Ok(value) => {
+            conn.prepare_cached("RELEASE member").db()?.execute([]).db()?;
+            Ok(value)
+        }
+        Err(error) => {
+            conn.execute_batch("ROLLBACK TO member; RELEASE member").db()?;
+            Err(error)
+        }
+    }
+}
+
+/// The error a member of a failed group returns: busy ones may be tried again.
+fn group_failed(busy: bool, text: &str) -> Error {
+    Error::new(ErrorKind::Storage(crate::error::StorageError::new(busy, GroupCommitFailed(text.to_string()))))
+}
+
+/// The commit of a write's group failed (the write did not happen).
+#[derive(Debug, thiserror::Error)]
+#[error("the shared commit failed: {0}")]
+struct GroupCommitFailed(String);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+
+    /// A group writer over a fresh file with one table, `synchronous=FULL`.
+    fn writer() -> (tempfile::TempDir, Arc<GroupWriter>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(dir.path().join("g.db")).expect("open");
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE t (n INTEGER)")
+            .expect("schema");
+        (dir, Arc::new(GroupWriter::new(conn)))
+    }
+
+    fn insert(conn: &Conn<'_>, n: i64) -> Result<()> {
+        let Conn::Sqlite(sqlite) = conn else { return Err(Error::new(ErrorKind::Internal("not SQLite".into()))) };
+        sqlite.0.execute("INSERT INTO t (n) VALUES (?1)", [n]).db().map(|_| ())
+    }
+
+    fn stored(writer: &GroupWriter) -> Vec<i64> {
+        let guard = writer.lock();
+        let mut statement = guard.conn.prepare("SELECT n FROM t ORDER BY n").expect("prepare");
+        let rows = statement.query_map([], |row| row.get(0)).expect("query");
+        rows.collect::<std::result::Result<_, _>>().expect("rows")
+    }
+
+    /// `threads` threads each write `per_thread` times at once; what each write returned.
+    fn race(
+        writer: &Arc<GroupWriter>,
+        threads: usize,
+        per_thread: usize,
+        work: impl Fn(&Conn<'_>, i64) -> Result<()> + Send + Sync + 'static,
+    ) -> Vec<(i64, bool)> {
+        let work = Arc::new(work);
+        let barrier = Arc::new(Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (writer, work, barrier) = (Arc::clone(writer), Arc::clone(&work), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..per_thread)
+                        .map(|i| {
+                            let n = (t * per_thread + i) as i64;
+                            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                writer.write(Duration::from_secs(5), |conn| work(conn, n))
+                            }));
+                            (n, matches!(outcome, Ok(Ok(()))))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
+    }
+
+    #[test]
+    fn concurrent_writes_all_commit_and_share_commits() {
+        let (_dir, writer) = writer();
+        let outcomes = race(&writer, 8, 40, insert);
+        assert!(outcomes.iter().all(|(_, ok)| *ok), "every write succeeds");
+        assert_eq!(stored(&writer), (0..320).collect::<Vec<i64>>());
+        let groups = writer.lock().next - 1;
+        assert!(groups < 320, "writes queued behind a commit join the next one: {groups} commits for 320 writes");
+    }
+
+    #[test]
+    fn a_failing_write_is_rolled_back_alone() {
+        let (_dir, writer) = writer();
+        let outcomes = race(&writer, 6, 30, |conn, n| {
+            insert(conn, n)?;
+            if n % 3 == 0 {
+                return Err(Error::invalid("n", "a multiple of 3"));
+            }
+            Ok(())
+        });
+        let expected: Vec<i64> = (0..180).filter(|n| n % 3 != 0).collect();
+        assert_eq!(outcomes.iter().filter(|(_, ok)| *ok).count(), expected.len());
+        assert_eq!(stored(&writer), expected);
+    }
+
+    #[test]
+    fn a_panicking_write_leaves_nothing_and_blocks_no_one() {
+        let (_dir, writer) = writer();
+        let outcomes = race(&writer, 4, 25, |conn, n| {
+            insert(conn, n)?;
+            assert!(n % 10 != 7, "write {n} panics halfway");
+            Ok(())
+        });
+        let expected: Vec<i64> = (0..100).filter(|n| n % 10 != 7).collect();
+        assert_eq!(outcomes.iter().filter(|(_, ok)| *ok).count(), expected.len());
+        assert_eq!(stored(&writer), expected);
+        assert!(writer.lock().open.is_none(), "no group left open");
+    }
+}
