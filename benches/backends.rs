@@ -28,6 +28,9 @@
 //! all backends alike. The table gives the median, the spread min–max, and the ratios of
 //! the medians.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::error::Error;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -35,6 +38,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use coinorder::{Config, CreateOrder, Environment, ListOrders, Merchant, NewApiKey, RateLimit, Service};
+use support::{cpu_model, load_average, Rng};
 
 /// The variable holding the server URL.
 const SERVER_VAR: &str = "COINORDER_BENCH_POSTGRES";
@@ -139,22 +143,6 @@ impl Backend {
     /// The raw baseline exists for creates only.
     fn runs(self, workload: Workload) -> bool {
         self != Backend::Raw || workload == Workload::Create
-    }
-}
-
-/// A small per-thread generator for picking orders (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
     }
 }
 
@@ -417,24 +405,6 @@ fn show(client: &mut postgres::Client, setting: &str) -> String {
         .query_one(&format!("SHOW {setting}"), &[])
         .ok()
         .and_then(|row| row.try_get::<_, String>(0).ok())
-        .unwrap_or_else(|| "?".into())
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_string())
-        })
         .unwrap_or_else(|| "?".into())
 }
 

@@ -42,6 +42,9 @@
 //! Progress goes to stderr; the table (text by default, `--markdown`, or one JSON
 //! document with `--json`) to stdout.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::error::Error;
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -59,6 +62,7 @@ use coinorder::{
 };
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
+use support::{load_average, Rng};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 type Res<T> = Result<T, BoxError>;
@@ -164,22 +168,6 @@ fn options() -> Result<Options, String> {
 }
 
 // ---- measuring -------------------------------------------------------------------------
-
-/// A small per-thread generator for picking orders (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
-    }
-}
 
 /// One side of one round: how many calls, in how long, and each call's latency.
 struct Run {
@@ -578,12 +566,6 @@ impl Machine {
     fn describe(&self) -> String {
         format!("{}, {} cores, {}, {}", self.cpu, self.cores, self.kernel, self.date)
     }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
 
 struct Report<'a> {
