@@ -62,7 +62,7 @@ use coinorder::{
 };
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
-use support::{load_average, Rng};
+use support::{cpu_model, load_average, Rng};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 type Res<T> = Result<T, BoxError>;
@@ -541,15 +541,7 @@ struct Machine {
 
 impl Machine {
     fn read() -> Machine {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|text| {
-                text.lines()
-                    .find(|line| line.starts_with("model name"))
-                    .and_then(|line| line.split_once(':'))
-                    .map(|(_, model)| model.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown CPU".into());
+        let cpu = cpu_model();
         let proc_text = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_string()).ok();
         let kernel = match (proc_text("/proc/sys/kernel/ostype"), proc_text("/proc/sys/kernel/osrelease")) {
             (Some(os), Some(release)) => format!("{os} {release}"),
