@@ -65,16 +65,20 @@ impl std::fmt::Debug for GroupWriter {
 }
 
 /// Rolls a member's savepoint back if its work unwinds, so a panic never leaves half of
-/// a write in the group's transaction.
+/// a write in the group's transaction. A member alone in its group rolls the whole
+/// transaction back instead: no one else would come to end it, and it holds the file's
+/// write lock against other processes.
 struct MemberGuard<'a> {
     conn: &'a Connection,
+    alone: bool,
     armed: bool,
 }
 
 impl Drop for MemberGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let _ = self.conn.execute_batch("ROLLBACK TO member; RELEASE member");
+            let undo = if self.alone { "ROLLBACK" } else { "ROLLBACK TO member; RELEASE member" };
+            let _ = self.conn.execute_batch(undo);
         }
     }
 }
@@ -103,12 +107,18 @@ impl GroupWriter {
             self.waiting.fetch_add(1, Ordering::SeqCst);
             let mut writer = self.lock();
             self.waiting.fetch_sub(1, Ordering::SeqCst);
+            if let (Some(group), true) = (writer.open, writer.conn.is_autocommit()) {
+                // The group's transaction is gone: its only member unwound and rolled it
+                // back. It ended without committing anything.
+                let _nothing_to_report = self.end(&mut writer, group, Ok(()));
+            }
             let group = match writer.open {
                 Some(group) => group,
                 None => begin(&mut writer, busy_timeout, deadline)?,
             };
             writer.members += 1;
-            let outcome = run_member(&writer.conn, &mut work);
+            let alone = writer.members == 1;
+            let outcome = run_member(&writer.conn, alone, &mut work);
             // Work that met a busy database (its savepoint rolled back) runs again.
             let run_again = matches!(&outcome, Err(error) if is_busy(error)) && Instant::now() < deadline;
             if self.waiting.load(Ordering::SeqCst) > 0 && writer.members < MAX_MEMBERS {
@@ -185,6 +195,11 @@ impl GroupWriter {
         if committed.is_err() && !writer.conn.is_autocommit() {
             let _ = writer.conn.execute_batch("ROLLBACK");
         }
+        self.end(writer, group, committed.map(|_| ()))
+    }
+
+    /// Closes group `group` on `writer` and tells its members how it ended.
+    fn end(&self, writer: &mut Writer, group: u64, committed: Result<()>) -> Result<()> {
         writer.open = None;
         writer.members = 0;
         let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -197,7 +212,7 @@ impl GroupWriter {
         }
         drop(ended);
         self.ended_changed.notify_all();
-        committed.map(|_| ())
+        committed
     }
 
     /// Waits until group `group` ended; its commit's outcome.
@@ -266,9 +281,9 @@ fn begin(writer: &mut Writer, busy_timeout: Duration, deadline: Instant) -> Resu
 
 /// Runs one member's `work` in a savepoint of the open transaction: kept if it succeeds,
 /// rolled back alone if it fails or unwinds.
-fn run_member<T>(conn: &Connection, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
+fn run_member<T>(conn: &Connection, alone: bool, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
     conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
-    let mut guard = MemberGuard { conn, armed: true };
+    let mut guard = MemberGuard { conn, alone, armed: true };
     let outcome = work(&Conn::Sqlite(SqliteConn(conn)));
     guard.armed = false;
     match outcome {
@@ -372,6 +387,23 @@ mod tests {
         let expected: Vec<i64> = (0..180).filter(|n| n % 3 != 0).collect();
         assert_eq!(outcomes.iter().filter(|(_, ok)| *ok).count(), expected.len());
         assert_eq!(stored(&writer), expected);
+    }
+
+    #[test]
+    fn a_write_that_panics_alone_releases_the_file_at_once() {
+        let (dir, writer) = writer();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            writer.write(Duration::from_secs(5), |conn| -> Result<()> {
+                insert(conn, 1)?;
+                panic!("a bug halfway through a write");
+            })
+        }));
+        assert!(panicked.is_err());
+        // Another process can take the write lock right away.
+        let other = Connection::open(dir.path().join("g.db")).expect("open");
+        other.execute_batch("BEGIN IMMEDIATE; ROLLBACK").expect("the write lock is free");
+        writer.write(Duration::from_secs(5), |conn| insert(conn, 2)).expect("the next write");
+        assert_eq!(stored(&writer), vec![2]);
     }
 
     #[test]
