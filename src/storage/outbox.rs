@@ -6,8 +6,11 @@
 //! sender names the outbox ([`Outbox`]); [`table`] maps it onto the columns its table has
 //! had since migration 0003, which name their id, state and sent-at columns differently.
 
-use crate::delivery::{DeliveryState, Outbox};
+use crate::delivery::{DeliveryState, Outbox, Settled};
+use crate::error::{Error, ErrorKind, Result};
 use crate::mail::EmailState;
+use crate::storage::AttemptResult;
+use crate::time::Timestamp;
 
 /// Where one outbox keeps its messages. Both tables also have `environment`,
 /// `order_id`, `attempts`, `next_attempt_at`, `lease_until`, `lease_token`,
@@ -70,4 +73,20 @@ pub(super) fn table(outbox: Outbox) -> &'static Table {
 /// may be claimed, and only a message whose lease holds counts as in flight.
 pub(super) fn lease_expired(alias: &str, now: &str) -> String {
     format!("{alias}.lease_until <= {now}")
+}
+
+/// What a finished attempt writes, on either backend: the message's new state, when it
+/// is next due, and when it went out (for a delivered one).
+pub(super) fn settled_columns(t: &Table, result: &AttemptResult<'_>) -> Result<(&'static str, Timestamp, Option<i64>)> {
+    Ok(match &result.settled {
+        Settled::Done => (t.done, result.finished_at, Some(result.finished_at.as_millis())),
+        Settled::Retry { at, .. } => (t.pending, *at, None),
+        Settled::Failed(_) => (t.failed, result.finished_at, None),
+        Settled::NoTarget => {
+            let no_target = t.no_target.ok_or_else(|| {
+                Error::new(ErrorKind::Internal(format!("{} has no state for a message without a target", t.name)))
+            })?;
+            (no_target, result.finished_at, None)
+        }
+    })
 }

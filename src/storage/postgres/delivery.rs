@@ -3,11 +3,11 @@
 //! column lists and row builders (`storage/rows.rs`).
 
 use super::PgConn;
-use crate::delivery::{Outbox, Settled, WebhookAttempt};
+use crate::delivery::{Outbox, WebhookAttempt};
 use crate::environment::Environment;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::mail::{Email, EmailState};
-use crate::storage::outbox::{lease_expired, table, Table};
+use crate::storage::outbox::{lease_expired, settled_columns, table, Table};
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
@@ -69,17 +69,7 @@ impl PgConn {
 
     pub(crate) fn finish_attempt(&self, result: &AttemptResult<'_>) -> Result<bool> {
         let t = table(result.outbox);
-        let (state, next, done_at) = match &result.settled {
-            Settled::Done => (t.done, result.finished_at, Some(result.finished_at.as_millis())),
-            Settled::Retry { at, .. } => (t.pending, *at, None),
-            Settled::Failed(_) => (t.failed, result.finished_at, None),
-            Settled::NoTarget => {
-                let no_target = t.no_target.ok_or_else(|| {
-                    Error::new(ErrorKind::Internal(format!("{} has no state for a message without a target", t.name)))
-                })?;
-                (no_target, result.finished_at, None)
-            }
-        };
+        let (state, next, done_at) = settled_columns(t, result)?;
         let changed = self.execute(
             &format!(
                 "UPDATE {name} SET {state} = $1, next_attempt_at = $2, lease_until = 0, lease_token = NULL,

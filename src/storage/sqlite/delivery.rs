@@ -5,11 +5,11 @@
 use rusqlite::named_params;
 
 use super::SqliteConn;
-use crate::delivery::{Outbox, Settled, WebhookAttempt};
+use crate::delivery::{Outbox, WebhookAttempt};
 use crate::environment::Environment;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::mail::{Email, EmailState};
-use crate::storage::outbox::{lease_expired, table, Table};
+use crate::storage::outbox::{lease_expired, settled_columns, table, Table};
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
@@ -55,17 +55,7 @@ impl SqliteConn<'_> {
 
     pub(crate) fn finish_attempt(&self, result: &AttemptResult<'_>) -> Result<bool> {
         let t = table(result.outbox);
-        let (state, next, done_at) = match &result.settled {
-            Settled::Done => (t.done, result.finished_at, Some(result.finished_at.as_millis())),
-            Settled::Retry { at, .. } => (t.pending, *at, None),
-            Settled::Failed(_) => (t.failed, result.finished_at, None),
-            Settled::NoTarget => {
-                let no_target = t.no_target.ok_or_else(|| {
-                    Error::new(ErrorKind::Internal(format!("{} has no state for a message without a target", t.name)))
-                })?;
-                (no_target, result.finished_at, None)
-            }
-        };
+        let (state, next, done_at) = settled_columns(t, result)?;
         let changed = self.execute(
             &format!(
                 "UPDATE {name} SET {state} = :state, next_attempt_at = :next, lease_until = 0, lease_token = NULL,
@@ -231,7 +221,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::error::StorageError;
+    use crate::delivery::Settled;
+    use crate::error::{Error, ErrorKind, StorageError};
     use crate::storage::{DbResult, Store, StoreOptions, StoreTarget};
 
     const NOW: Timestamp = Timestamp(1_000_000);
