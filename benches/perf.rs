@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo bench --bench perf -- [--sizes 10000,100000,1000000] [--rounds 3] [--duration 1]
-//!                             [--expiry-backlog 20000] [--dir DIR] [--json | --markdown]
+//!                             [--expiry-backlog 20000] [--dir DIR] [--only GROUPS]
+//!                             [--json | --markdown]
 //! scripts/bench-perf [options]     # the same with --markdown, written into README.md
 //! ```
 //!
@@ -73,6 +74,8 @@ const USAGE: &str = "usage: cargo bench --bench perf -- [options]
   --duration SECS        measuring time per side and round (default 1)
   --expiry-backlog N     due invoices per round of the expiry row (default 20000)
   --dir DIR              where the stores go (default: a temporary directory)
+  --only LIST            run only these groups of rows: bytes, reads, http, creates,
+                         http-post, delivery, expiry (default: all)
   --json                 print one JSON document instead of the text table
   --markdown             print a Markdown table instead of the text table";
 
@@ -107,6 +110,17 @@ struct Options {
     expiry_backlog: usize,
     dir: Option<PathBuf>,
     format: Format,
+    /// The groups of rows to run (`--only`); empty runs them all.
+    only: Vec<String>,
+}
+
+/// The names `--only` takes, one per group of rows, in the order they run.
+const GROUPS: [&str; 7] = ["bytes", "reads", "http", "creates", "http-post", "delivery", "expiry"];
+
+impl Options {
+    fn runs(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
 }
 
 fn options() -> Result<Options, String> {
@@ -117,6 +131,7 @@ fn options() -> Result<Options, String> {
         expiry_backlog: 20_000,
         dir: None,
         format: Format::Text,
+        only: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -154,6 +169,12 @@ fn options() -> Result<Options, String> {
             }
             "--expiry-backlog" => options.expiry_backlog = value.parse().map_err(|e| bad(&e))?,
             "--dir" => options.dir = Some(PathBuf::from(value)),
+            "--only" => {
+                options.only = value.split(',').map(|g| g.trim().to_string()).collect();
+                if let Some(unknown) = options.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                    return Err(bad(&format!("no group of rows {unknown:?}; groups: {}", GROUPS.join(", "))));
+                }
+            }
             _ => return Err(format!("unknown argument {arg}\n{USAGE}")),
         }
     }
@@ -1732,7 +1753,9 @@ impl Bench<'_> {
             Ok(Service::open(&store.path, config)?)
         };
         // Measured creates and the expiry run with the default FULL; the backlog is setup.
-        let service = manual(true)?;
+        let service = Arc::new(manual(true)?);
+        // As `coinorder serve` does: checkpoints in the background, not in a commit.
+        let mut checkpoints = service.start_checkpoint_worker(Duration::from_millis(500))?;
         let setup = manual(false)?;
         let merchant = setup.authenticate(Some(&store.key))?;
         let request = create_request()?;
@@ -1779,7 +1802,7 @@ impl Bench<'_> {
                 let expiring = scope.spawn(|| -> Res<(usize, Duration)> {
                     let started = Instant::now();
                     let mut moved = 0;
-                    // `expire_due` works through everything due in batches of 500; a call
+                    // `expire_due` works through everything due in batches; a call
                     // that moves nothing means the backlog is gone.
                     let result = loop {
                         match service.expire_due(now) {
@@ -1803,6 +1826,7 @@ impl Bench<'_> {
         };
         let without = |d: Duration| creates(d, None);
         let (ours, base, ratios) = interleave(&label, self.options, &mut with_expiry, without)?;
+        checkpoints.stop();
         let note = format!(
             "1 client thread; each with-round `expire_due` works through {} due invoices ({:.1} s, {} \
              expired, medians) and creates are measured until it is done or for the round's time; FULL; {}",
@@ -1842,16 +1866,32 @@ fn bench_size(options: &Options, dir: &Path, size: usize, nginx: Option<&Path>) 
     let mut bench = Bench { options, store: &store, nginx, rows: Vec::new() };
     // Bytes and reads first, on the exact size; then the HTTP reads; then the rows that
     // write (creates, POSTs, deliveries, expiry), each noting how the store grew.
-    bench.bytes()?;
-    bench.reads()?;
-    let server = Server::bind(Arc::clone(&store.full), "127.0.0.1:0")?.spawn(SERVER_THREADS);
-    let canned = capture(server.local_addr(), &store)?;
-    bench.http(server.local_addr(), &canned)?;
-    bench.creates()?;
-    bench.http_post(server.local_addr(), &canned)?;
-    server.shutdown();
-    bench.delivery()?;
-    bench.expiry()?;
+    if options.runs("bytes") {
+        bench.bytes()?;
+    }
+    if options.runs("reads") {
+        bench.reads()?;
+    }
+    if options.runs("http") || options.runs("creates") || options.runs("http-post") {
+        let server = Server::bind(Arc::clone(&store.full), "127.0.0.1:0")?.spawn(SERVER_THREADS);
+        let canned = capture(server.local_addr(), &store)?;
+        if options.runs("http") {
+            bench.http(server.local_addr(), &canned)?;
+        }
+        if options.runs("creates") {
+            bench.creates()?;
+        }
+        if options.runs("http-post") {
+            bench.http_post(server.local_addr(), &canned)?;
+        }
+        server.shutdown();
+    }
+    if options.runs("delivery") {
+        bench.delivery()?;
+    }
+    if options.runs("expiry") {
+        bench.expiry()?;
+    }
     Ok(bench.rows)
 }
 

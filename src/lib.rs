@@ -76,7 +76,7 @@ pub use orders::{
 };
 pub use payments::{
     Event, ExpiryReport, Payment, PaymentOutcome, PaymentState, Rate, SimulateAction, Simulation, EXPIRY_BATCH,
-    EXPIRY_PAUSE,
+    EXPIRY_MIN_BATCH, EXPIRY_PAUSE,
 };
 pub use rates::RateSource;
 pub use secrets::SecretString;

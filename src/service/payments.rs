@@ -365,16 +365,21 @@ impl Service {
 
     /// Moves every order of this environment whose quote expired by `now`: NEW →
     /// EXPIRED, PENDING with confirmed payments short and none awaiting confirmation →
-    /// FAILED. Works in transactions of [`EXPIRY_BATCH`] orders with a pause of
-    /// [`EXPIRY_PAUSE`] between them, so API writes keep flowing while a backlog clears.
+    /// FAILED. Works in transactions of at most [`EXPIRY_BATCH`] orders with a pause of
+    /// [`EXPIRY_PAUSE`] between them, so API writes keep flowing while a backlog clears;
+    /// on SQLite a transaction ends after [`EXPIRY_MIN_BATCH`] orders when an API write
+    /// is waiting, which then waits for a few orders' work rather than a whole batch.
     pub fn expire_due(&self, now: Timestamp) -> Result<ExpiryReport> {
         let mut report = ExpiryReport::default();
         loop {
-            let (batch, changed, moved) = self.store.write(|db| {
+            let (batch, changed, moved, gave_way) = self.store.write(|db| {
                 let due = db.orders_due_for_expiry(self.environment(), now.as_millis(), EXPIRY_BATCH as i64)?;
                 let mut moved = ExpiryReport::default();
                 let mut changed = 0;
-                for order_id in &due {
+                for (done, order_id) in due.iter().enumerate() {
+                    if done >= EXPIRY_MIN_BATCH && self.store.writer_wanted() {
+                        return Ok((due.len(), changed, moved, true));
+                    }
                     let mut current = self.load_for_update(db, order_id)?;
                     let events = self.reevaluate(db, &mut current, now, false)?;
                     changed += usize::from(!events.is_empty());
@@ -386,13 +391,13 @@ impl Service {
                         }
                     }
                 }
-                Ok((due.len(), changed, moved))
+                Ok((due.len(), changed, moved, false))
             })?;
             report.expired += moved.expired;
             report.failed += moved.failed;
-            // A full batch may mean more are due; a batch that moved nothing would only
-            // be selected again, so it ends the call.
-            if batch < EXPIRY_BATCH || changed == 0 {
+            // A full batch, or one that gave way, may mean more are due; a batch that
+            // moved nothing would only be selected again, so it ends the call.
+            if (batch < EXPIRY_BATCH && !gave_way) || changed == 0 {
                 return Ok(report);
             }
             std::thread::sleep(EXPIRY_PAUSE);

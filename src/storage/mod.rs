@@ -161,6 +161,19 @@ impl Store {
         }
     }
 
+    /// True while another write of this process waits for SQLite's one writer. Long
+    /// background work (the expiry of a backlog) checks it between items and ends its
+    /// transaction early, so API writes wait for one item rather than for a whole batch.
+    /// Always false on PostgreSQL, where writes to different rows do not wait for each
+    /// other.
+    pub(crate) fn writer_wanted(&self) -> bool {
+        match self {
+            Store::Sqlite(store) => store.writer_wanted(),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => false,
+        }
+    }
+
     /// Runs `work` in one write transaction if that can start without waiting, else
     /// returns `None`. For bookkeeping that must never make a read wait.
     pub(crate) fn try_write<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<Option<T>> {

@@ -54,6 +54,9 @@ pub(super) struct GroupWriter {
     /// Threads waiting for the writer: while there are some, a member leaves the group's
     /// transaction open for them rather than committing.
     waiting: AtomicUsize,
+    /// Members that ran their work and wait for their group's commit: while there are
+    /// some, the member holding the writer is keeping them waiting too.
+    awaiting_commit: AtomicUsize,
     ended: Mutex<Ended>,
     ended_changed: Condvar,
 }
@@ -89,9 +92,17 @@ impl GroupWriter {
         GroupWriter {
             writer: Mutex::new(Writer { conn, open: None, members: 0, next: 1 }),
             waiting: AtomicUsize::new(0),
+            awaiting_commit: AtomicUsize::new(0),
             ended: Mutex::new(Ended::default()),
             ended_changed: Condvar::new(),
         }
+    }
+
+    /// True while another write of this process waits for the writer, or for the commit
+    /// of the group open on it: background work holding the writer should end its part
+    /// soon so that the group commits (or the waiting write gets in).
+    pub(super) fn wanted(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0 || self.awaiting_commit.load(Ordering::SeqCst) > 0
     }
 
     fn lock(&self) -> MutexGuard<'_, Writer> {
@@ -128,7 +139,10 @@ impl GroupWriter {
                     continue;
                 }
                 let value = outcome?;
-                match self.wait_for(group) {
+                self.awaiting_commit.fetch_add(1, Ordering::SeqCst);
+                let ended = self.wait_for(group);
+                self.awaiting_commit.fetch_sub(1, Ordering::SeqCst);
+                match ended {
                     Ok(()) => return Ok(value),
                     Err(error) if is_busy(&error) && Instant::now() < deadline => continue,
                     Err(error) => return Err(error),
@@ -146,6 +160,23 @@ impl GroupWriter {
                 Err(error) => return Err(error),
             }
         }
+    }
+
+    /// Runs `work` on the writer connection outside any transaction, between two groups:
+    /// a group open now is committed first (its members have all run their work, since
+    /// they run while holding the writer). Writes wait meanwhile, so `work` must be short.
+    pub(super) fn between_groups<T>(&self, work: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let mut writer = self.lock();
+        if let Some(group) = writer.open {
+            if writer.conn.is_autocommit() {
+                // Its only member unwound and rolled it back.
+                let _nothing_to_report = self.end(&mut writer, group, Ok(()));
+            } else {
+                // A failed commit is reported to the group's members, who try again.
+                let _reported_to_members = self.commit(&mut writer, group);
+            }
+        }
+        work(&writer.conn)
     }
 
     /// Runs `work` alone in a transaction if the writer is free right now, else `None`.
@@ -362,6 +393,70 @@ mod tests {
             })
             .collect();
         handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
+    }
+
+    /// Polls `wanted` from inside a write until it holds or a few seconds pass.
+    fn becomes_wanted(writer: &GroupWriter) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if writer.wanted() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    #[test]
+    fn a_write_holding_the_writer_sees_another_one_wait_for_it() {
+        let (_dir, writer) = writer();
+        assert!(!writer.wanted(), "nobody waits yet");
+        let started = Arc::new(Barrier::new(2));
+        let other = {
+            let (writer, started) = (Arc::clone(&writer), Arc::clone(&started));
+            std::thread::spawn(move || {
+                started.wait();
+                writer.write(Duration::from_secs(5), |conn| insert(conn, 2))
+            })
+        };
+        let saw_it = writer.write(Duration::from_secs(5), |conn| {
+            insert(conn, 1)?;
+            started.wait();
+            Ok(becomes_wanted(&writer))
+        });
+        assert!(matches!(saw_it, Ok(true)), "the other write waiting for the writer: {saw_it:?}");
+        assert!(matches!(other.join().expect("thread"), Ok(())));
+        assert_eq!(stored(&writer), vec![1, 2]);
+        assert!(!writer.wanted(), "nobody waits any more");
+    }
+
+    #[test]
+    fn a_write_that_joined_a_group_sees_its_members_wait_for_the_commit() {
+        let (_dir, writer) = writer();
+        let holding = Arc::new(Barrier::new(2));
+        // The first write keeps the writer until the second waits for it, so the second
+        // joins the first's group, and the first waits for that group's commit.
+        let first = {
+            let (writer, holding) = (Arc::clone(&writer), Arc::clone(&holding));
+            std::thread::spawn(move || {
+                writer.write(Duration::from_secs(5), |conn| {
+                    insert(conn, 1)?;
+                    holding.wait();
+                    if !becomes_wanted(&writer) {
+                        return Err(Error::new(ErrorKind::Internal("the second write never waited".into())));
+                    }
+                    Ok(())
+                })
+            })
+        };
+        holding.wait();
+        let saw_it = writer.write(Duration::from_secs(5), |conn| {
+            insert(conn, 2)?;
+            Ok(becomes_wanted(&writer))
+        });
+        assert!(matches!(saw_it, Ok(true)), "the first write waiting for the group's commit: {saw_it:?}");
+        assert!(matches!(first.join().expect("thread"), Ok(())));
+        assert_eq!(stored(&writer), vec![1, 2]);
     }
 
     #[test]

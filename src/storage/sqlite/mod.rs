@@ -50,6 +50,20 @@ const BUSY_RETRIES: u32 = 20;
 /// 16,384 pages of 4 KiB: 64 MiB.
 const WAL_CAP_PAGES: i64 = 16_384;
 
+/// The log's size, in pages, from which a background checkpoint makes sure the next
+/// write starts it over (see [`SqliteStore::checkpoint`]): 4 MiB of 4 KiB pages.
+const RESTART_PAGES: i64 = 1_024;
+
+/// New log pages a checkpoint pass may leave behind for the last, write-blocking one to
+/// copy (a few milliseconds of disk writes).
+const CATCH_UP_PAGES: i64 = 256;
+
+/// Most passive passes of one checkpoint chasing the writes before the last one.
+const CATCH_UP_PASSES: usize = 4;
+
+/// How long the last checkpoint waits for readers to leave the log.
+const RESTART_WAIT: Duration = Duration::from_millis(10);
+
 /// A SQLite database: one writer connection, a pool of readers and a connection for
 /// background checkpoints, over one file.
 #[derive(Debug)]
@@ -111,6 +125,12 @@ impl SqliteStore {
         self.writer.write(self.options.busy_timeout, work)
     }
 
+    /// True while a write of this process waits for the writer (see
+    /// [`crate::storage::Store::writer_wanted`]).
+    pub(crate) fn writer_wanted(&self) -> bool {
+        self.writer.wanted()
+    }
+
     /// Runs `work` in one write transaction if the write lock is free right now (in this
     /// process and in the file), else does nothing and returns `None`. For bookkeeping
     /// that must never make a read wait.
@@ -145,9 +165,18 @@ impl SqliteStore {
         Ok(value)
     }
 
-    /// Copies what it can of the write-ahead log into the database file without waiting
-    /// for, or holding up, readers and writers (a passive checkpoint), on a connection of
-    /// its own: the work SQLite would otherwise do inside a committing request.
+    /// Copies the write-ahead log into the database file, the work SQLite would otherwise
+    /// do inside a committing request, and makes sure the next write starts the log over.
+    ///
+    /// Passive checkpoints, on a connection of its own, copy what the log holds without
+    /// holding up readers or writers. But writes go on meanwhile, and SQLite starts the log
+    /// over only when a write begins with every page of it copied and no reader in it,
+    /// which under steady writes never happens by itself: the log would grow to the cap,
+    /// and from then on every commit would pay for a checkpoint. So once the passes have
+    /// caught up to within [`CATCH_UP_PAGES`] of the writes (or after [`CATCH_UP_PASSES`]),
+    /// and the log is past [`RESTART_PAGES`], a last checkpoint runs between two write
+    /// transactions: it copies the few pages written since and waits up to
+    /// [`RESTART_WAIT`] for readers to leave the log. Writes wait for it meanwhile.
     pub(crate) fn checkpoint(&self) -> Result<Checkpoint> {
         let mut slot = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
         let conn = match slot.take() {
@@ -158,13 +187,33 @@ impl SqliteStore {
                 conn
             }
         };
-        let outcome = conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                Ok(Checkpoint { log_pages: row.get(1)?, checkpointed_pages: row.get(2)? })
-            })
-            .db();
+        let mut copied = Ok(Checkpoint::default());
+        for _ in 0..CATCH_UP_PASSES {
+            let before = copied.as_ref().map(|c| c.log_pages).unwrap_or(0);
+            copied = passive_checkpoint(&conn);
+            match &copied {
+                Ok(pass) if pass.log_pages - before > CATCH_UP_PAGES => continue,
+                _ => break,
+            }
+        }
         *slot = Some(conn);
-        outcome
+        let copied = copied?;
+        if copied.log_pages < RESTART_PAGES {
+            return Ok(copied);
+        }
+        let busy_timeout = self.options.busy_timeout;
+        self.writer.between_groups(|conn| {
+            conn.busy_timeout(RESTART_WAIT).db()?;
+            // Busy (a reader still in the log, another process writing) is no failure:
+            // the pages are copied as far as possible and the next checkpoint tries again.
+            let restarted = conn
+                .query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
+                    Ok(Checkpoint { log_pages: row.get(1)?, checkpointed_pages: row.get(2)? })
+                })
+                .db();
+            conn.busy_timeout(busy_timeout).db()?;
+            restarted
+        })
     }
 
     fn open_reader(&self) -> Result<Connection> {
@@ -229,6 +278,14 @@ impl SqliteConn<'_> {
     pub(crate) fn connection(&self) -> &Connection {
         self.0
     }
+}
+
+/// A passive checkpoint on `conn`: copies what it can without waiting for anyone.
+fn passive_checkpoint(conn: &Connection) -> Result<Checkpoint> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok(Checkpoint { log_pages: row.get(1)?, checkpointed_pages: row.get(2)? })
+    })
+    .db()
 }
 
 fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
@@ -355,6 +412,52 @@ mod tests {
     }
 
     #[test]
+    fn background_checkpoints_start_the_log_over_while_writes_go_on() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let options = StoreOptions {
+            sqlite: crate::config::SqliteOptions { synchronous_full: false, ..Default::default() },
+            busy_timeout: Duration::from_secs(5),
+        };
+        let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("t.db"), options)?);
+        store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
+        use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+        let (stop, writes) = (std::sync::Arc::new(AtomicBool::new(false)), std::sync::Arc::new(AtomicI64::new(0)));
+        // A page per write, and a read between writes, without a pause.
+        let writing = {
+            let (store, stop, writes) =
+                (std::sync::Arc::clone(&store), std::sync::Arc::clone(&stop), std::sync::Arc::clone(&writes));
+            std::thread::spawn(move || -> Result<()> {
+                while !stop.load(Ordering::SeqCst) {
+                    store
+                        .write(|c| c.sqlite_for_test().execute("INSERT INTO filler SELECT zeroblob(4000)", []).db())?;
+                    store.read(|c| {
+                        c.sqlite_for_test().query_row("SELECT max(rowid) FROM filler", [], |r| r.get::<_, i64>(0)).db()
+                    })?;
+                    writes.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            })
+        };
+        // Checkpoints every 20 ms until the writes are well past what the log would hold
+        // if it never started over (it can hold them all: the cap is 16,384 pages).
+        let mut largest_log = 0;
+        let started = std::time::Instant::now();
+        while writes.load(Ordering::SeqCst) < 8_000 && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(20));
+            largest_log = largest_log.max(store.checkpoint()?.log_pages);
+        }
+        stop.store(true, Ordering::SeqCst);
+        writing.join().map_err(|_| Error::new(ErrorKind::Internal("writer panicked".into())))??;
+        let writes = writes.load(Ordering::SeqCst);
+        assert!(writes >= 8_000, "enough writes to tell: {writes}");
+        assert!(
+            largest_log < writes / 2,
+            "the log started over: at most {largest_log} pages in it after {writes} one-page writes"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn checkpoints_run_in_the_background_and_writes_only_past_the_cap() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let store = SqliteStore::open(&dir.path().join("t.db"), options())?;
@@ -381,6 +484,12 @@ mod tests {
         let done = store.checkpoint()?;
         assert!(done.log_pages >= 3000, "{done:?}");
         assert_eq!(done.checkpointed_pages, done.log_pages, "no reader held it back: {done:?}");
+        // The next write starts the log over rather than adding to it.
+        store
+            .read(|c| c.sqlite_for_test().query_row("SELECT count(*) FROM filler", [], |r| r.get::<_, i64>(0)).db())?;
+        store.write(|c| c.sqlite_for_test().execute("INSERT INTO filler VALUES (x'00')", []).db())?;
+        let after = store.checkpoint()?;
+        assert!(after.log_pages < 10, "the log started over: {after:?}");
         Ok(())
     }
 

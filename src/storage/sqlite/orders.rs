@@ -158,11 +158,7 @@ impl SqliteConn<'_> {
 
     pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
         self.query(
-            "SELECT o.order_id FROM invoices i JOIN orders o ON o.order_id = i.order_id
-             WHERE i.status IN (:new, :pending) AND i.expired_at <= :now AND o.environment = :environment
-               AND NOT EXISTS (SELECT 1 FROM payments p
-                               WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = :unconfirmed)
-             ORDER BY i.expired_at LIMIT :limit",
+            &due_for_expiry_sql(),
             named_params! {
                 ":new": OrderStatus::New.as_str(),
                 ":pending": OrderStatus::Pending.as_str(),
@@ -206,6 +202,23 @@ impl SqliteConn<'_> {
     }
 }
 
+/// The orders whose quote expired, oldest first. One ordered read of
+/// `invoices_by_expiry (status, expired_at)` per open status, merged: with
+/// `status IN (NEW, PENDING)` in one query SQLite sorted every due invoice on each call,
+/// so each expiry batch cost as much as the whole backlog.
+pub(super) fn due_for_expiry_sql() -> String {
+    let due = |status: &str| {
+        format!(
+            "SELECT * FROM (SELECT o.order_id, i.expired_at FROM invoices i JOIN orders o ON o.order_id = i.order_id
+                 WHERE i.status = {status} AND i.expired_at <= :now AND o.environment = :environment
+                   AND NOT EXISTS (SELECT 1 FROM payments p
+                                   WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = :unconfirmed)
+                 ORDER BY i.expired_at LIMIT :limit)"
+        )
+    };
+    format!("SELECT order_id FROM ({} UNION ALL {}) ORDER BY expired_at LIMIT :limit", due(":new"), due(":pending"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -241,6 +254,36 @@ mod tests {
         let read = store.read(|c| SqliteConn(c.sqlite_for_test()).query_one(&sql, [], rows::order));
         let err = read.err().map(|e| e.kind().to_string()).unwrap_or_default();
         assert_eq!(err, "stored data could not be read: orders.environment: unknown value \"staging\"");
+        Ok(())
+    }
+
+    #[test]
+    fn the_expiry_query_reads_the_expiry_index_in_order_and_sorts_one_batch_at_most() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let store = Store::open(
+            &StoreTarget::Sqlite(dir.path().join("t.db")),
+            StoreOptions { sqlite: Default::default(), busy_timeout: Duration::from_secs(5) },
+        )?;
+        let plan = store.read(|db| {
+            let conn = db.sqlite_for_test();
+            let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", due_for_expiry_sql())).db()?;
+            let details = statement
+                .query_map(
+                    named_params! {":new": "NEW", ":pending": "PENDING", ":unconfirmed": "UNCONFIRMED",
+                    ":now": 0_i64, ":environment": "sandbox", ":limit": 100_i64},
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(3)?)),
+                )
+                .db()?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .db()?;
+            Ok(details)
+        })?;
+        let text = plan.iter().map(|(.., detail)| detail.as_str()).collect::<Vec<_>>().join("; ");
+        let index_reads = plan.iter().filter(|(.., d)| d.contains("USING INDEX invoices_by_expiry")).count();
+        assert_eq!(index_reads, 2, "one ordered read of the index per status: {text}");
+        // Only the outer merge of the two batches (at most 2 × limit rows) may sort.
+        let sorts = plan.iter().filter(|(.., d)| d.contains("TEMP B-TREE")).count();
+        assert_eq!(sorts, 1, "the backlog itself is never sorted: {text}");
         Ok(())
     }
 }
