@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo bench --bench perf -- [--sizes 10000,100000,1000000] [--rounds 3] [--duration 1]
-//!                             [--expiry-backlog 20000] [--dir DIR] [--only GROUPS]
+//!                             [--expiry-backlog 20000] [--delivery-backlog N]
+//!                             [--dir DIR] [--only GROUPS]
 //!                             [--json | --markdown]
 //! scripts/bench-perf [options]     # the same with --markdown, written into README.md
 //! ```
@@ -73,6 +74,8 @@ const USAGE: &str = "usage: cargo bench --bench perf -- [options]
   --rounds N             interleaved rounds per row (default 3)
   --duration SECS        measuring time per side and round (default 1)
   --expiry-backlog N     due invoices per round of the expiry row (default 20000)
+  --delivery-backlog N   orders paid per round of the delivery rows (default: a tenth
+                         of the store, at most 100000)
   --dir DIR              where the stores go (default: a temporary directory)
   --only LIST            run only these groups of rows: bytes, reads, http, creates,
                          http-post, delivery, expiry (default: all)
@@ -108,6 +111,8 @@ struct Options {
     rounds: usize,
     duration: Duration,
     expiry_backlog: usize,
+    /// Orders paid per delivery round (`--delivery-backlog`); `None`: a tenth of the store.
+    delivery_backlog: Option<usize>,
     dir: Option<PathBuf>,
     format: Format,
     /// The groups of rows to run (`--only`); empty runs them all.
@@ -129,6 +134,7 @@ fn options() -> Result<Options, String> {
         rounds: 3,
         duration: Duration::from_secs(1),
         expiry_backlog: 20_000,
+        delivery_backlog: None,
         dir: None,
         format: Format::Text,
         only: Vec::new(),
@@ -168,6 +174,7 @@ fn options() -> Result<Options, String> {
                 options.duration = Duration::from_secs_f64(secs);
             }
             "--expiry-backlog" => options.expiry_backlog = value.parse().map_err(|e| bad(&e))?,
+            "--delivery-backlog" => options.delivery_backlog = Some(value.parse().map_err(|e| bad(&e))?),
             "--dir" => options.dir = Some(PathBuf::from(value)),
             "--only" => {
                 options.only = value.split(',').map(|g| g.trim().to_string()).collect();
@@ -1647,7 +1654,7 @@ impl Bench<'_> {
         let url = format!("http://{}/webhook", receiver.addr);
         // Every event of the key's orders goes to the receiver (sandbox allows loopback).
         store.full.set_key_webhook_url(&store.key_id, Some(&url))?;
-        let backlog = (store.size / 10).clamp(1, MAX_BACKLOG);
+        let backlog = self.options.delivery_backlog.unwrap_or((store.size / 10).clamp(1, MAX_BACKLOG)).max(1);
         let label = self.label("delivery");
         let pay = SimulateAction::Pay { amount: None, confirmed: true };
         let (mut rates, mut claims, mut next) = (Vec::new(), Side::default(), 0);
