@@ -145,11 +145,14 @@ impl Service {
         self.store.is_local()
     }
 
-    /// Copies SQLite's write-ahead log back into the database file, as far as readers
-    /// allow, without blocking any request (a passive checkpoint). Without it a committing
-    /// write does this itself once the log reaches 64 MiB, and pays for it in latency; so
-    /// call it every second or so from a timer, or run
-    /// [`Service::start_checkpoint_worker`] (`coinorder serve` does). `None` on PostgreSQL.
+    /// Copies SQLite's write-ahead log back into the database file, mostly without
+    /// holding up any request (passive checkpoints; the last few pages are copied between
+    /// two write transactions, a millisecond or so), so that the next write starts the log
+    /// over. Without it every thousandth page or so a committing write does this itself,
+    /// and pays for it in latency. The first call hands checkpoints to the caller for
+    /// good (a commit then checkpoints only past 64 MiB of log), so call it every second
+    /// or so from then on, or run [`Service::start_checkpoint_worker`] (`coinorder serve`
+    /// does). `None` on PostgreSQL.
     pub fn checkpoint(&self) -> Result<Option<crate::Checkpoint>> {
         self.store.checkpoint()
     }
