@@ -71,8 +71,9 @@ pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};
 pub use orders::{
-    callback_redirect_url, CreateOrder, CreatedOrder, Invoice, ListOrders, Order, OrderPage, OrderStatus,
-    OrderWithInvoice, DESCRIPTION_MAX_CHARS, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, TITLE_MAX_CHARS,
+    callback_redirect_url, CreateOrder, CreatedOrder, HostOrderQuery, Invoice, ListOrders, Order, OrderPage,
+    OrderStatus, OrderWithInvoice, DESCRIPTION_MAX_CHARS, HOST_LIST_MAX_LIMIT, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
+    TITLE_MAX_CHARS,
 };
 pub use payments::{
     Event, ExpiryReport, Payment, PaymentOutcome, PaymentState, Rate, SimulateAction, Simulation, EXPIRY_BATCH,

@@ -407,6 +407,29 @@ impl ListOrders {
     }
 }
 
+/// Most orders one [`HostOrderQuery`] returns.
+pub const HOST_LIST_MAX_LIMIT: u32 = 1_000;
+
+/// What the host lists across merchants ([`crate::Service::host_orders`], the CLI's
+/// `orders list`): every filter is optional.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostOrderQuery {
+    /// Only orders in this state.
+    pub status: Option<OrderStatus>,
+    /// Only this merchant's orders.
+    pub user_id: Option<i64>,
+    /// Only orders created at or after this time.
+    pub since: Option<Timestamp>,
+    /// Most orders returned, 1 to [`HOST_LIST_MAX_LIMIT`].
+    pub limit: u32,
+}
+
+impl Default for HostOrderQuery {
+    fn default() -> Self {
+        HostOrderQuery { status: None, user_id: None, since: None, limit: LIST_DEFAULT_LIMIT }
+    }
+}
+
 /// One page of Get Orders, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderPage {

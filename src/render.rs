@@ -95,12 +95,18 @@ fn list_item_members(order: &Order) -> OrderMembers<'_> {
 }
 
 /// The `invoice` object of Get Order (spec §2.4), written in place.
-struct InvoiceMembers<'a>(&'a Invoice);
+/// The invoice members of spec §2.4; with `deposit`, also the `rate`, `address` and
+/// `payment_uri` Get Order adds beyond them (DESIGN §5), for merchants who build their own
+/// checkout. Webhooks carry §2.4 exactly.
+struct InvoiceMembers<'a> {
+    invoice: &'a Invoice,
+    deposit: bool,
+}
 
-impl Serialize for InvoiceMembers<'_> {
+impl<'a> Serialize for InvoiceMembers<'a> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let invoice = self.0;
-        let mut map = serializer.serialize_map(Some(12))?;
+        let invoice = self.invoice;
+        let mut map = serializer.serialize_map(Some(if self.deposit { 15 } else { 12 }))?;
         map.serialize_entry("invoice_id", &invoice.invoice_id)?;
         map.serialize_entry("order_id", &invoice.order_id)?;
         map.serialize_entry("amount", &to_json_number(invoice.amount))?;
@@ -113,6 +119,13 @@ impl Serialize for InvoiceMembers<'_> {
         map.serialize_entry("merchant_order_id", &invoice.merchant_order_id)?;
         map.serialize_entry("receive_amount", &to_json_number(invoice.receive_amount))?;
         map.serialize_entry("receive_currency", &invoice.receive_currency)?;
+        if self.deposit {
+            map.serialize_entry("rate", &to_json_number(invoice.rate))?;
+            // `null` rather than "" when there is no address: nothing to pay to yet.
+            let present = |text: &'a str| (!text.is_empty()).then_some(text);
+            map.serialize_entry("address", &present(&invoice.address))?;
+            map.serialize_entry("payment_uri", &present(&invoice.payment_uri))?;
+        }
         map.end()
     }
 }
@@ -166,9 +179,9 @@ pub fn order_detail(order: &Order) -> Value {
     value_of(detail_members(order))
 }
 
-/// The `invoice` object of Get Order (spec §2.4).
+/// The `invoice` object of a webhook event: spec §2.4 exactly.
 pub fn invoice(invoice: &Invoice) -> Value {
-    value_of(InvoiceMembers(invoice))
+    value_of(InvoiceMembers { invoice, deposit: false })
 }
 
 /// The Get Order body (spec §4.2): `{"status":200,"order":{..},"invoice":{..}}`.
@@ -182,7 +195,11 @@ pub fn get_response_json(order: &OrderWithInvoice) -> String {
 }
 
 fn get_body(order: &OrderWithInvoice) -> GetBody<'_> {
-    GetBody { status: 200, order: detail_members(&order.order), invoice: InvoiceMembers(&order.invoice) }
+    GetBody {
+        status: 200,
+        order: detail_members(&order.order),
+        invoice: InvoiceMembers { invoice: &order.invoice, deposit: true },
+    }
 }
 
 /// The Get Orders body (spec §4.3, DESIGN §5): the page of orders with `limit`, `offset`
@@ -226,6 +243,24 @@ pub fn event_payload(
 //
 // These shapes are not part of the spec's HTTP API; they carry what only the host (never
 // an API client) may see, and every surface that shows them (CLI, C, Python) uses these.
+
+/// An order as the host lists it (`coinorder orders list`): its merchant, state, price
+/// and times, without the invoice.
+pub fn host_order_summary(order: &Order) -> Value {
+    json!({
+        "order_id": order.order_id,
+        "user_id": order.user_id,
+        "environment": order.environment.as_str(),
+        "merchant_order_id": order.merchant_order_id,
+        "title": order.title,
+        "price_amount": to_json_number(order.amount),
+        "price_currency": order.currency,
+        "receive_currency": order.receive_currency,
+        "status": order.status.as_str(),
+        "created_at": order.created_at.to_iso(),
+        "updated_at": order.updated_at.to_iso(),
+    })
+}
 
 /// An order with its invoice as the host sees it: the members of Get Order (spec §2.3,
 /// §2.4) plus the environment, `marked_paid`, the quoted rate and the deposit address.

@@ -223,7 +223,9 @@ fn get_order_returns_order_and_invoice_with_spec_fields_and_types() {
     assert_eq!(order["deleted"].to_string(), "0");
 
     let inv = &v["invoice"];
-    assert_eq!(keys_of(inv), sorted(INVOICE_FIELDS));
+    let mut members = INVOICE_FIELDS.to_vec();
+    members.extend(["rate", "address", "payment_uri"]);
+    assert_eq!(keys_of(inv), sorted(&members), "spec §2.4 and the deposit members of DESIGN §5");
     assert!(!string(inv, "invoice_id").is_empty());
     assert_eq!(string(inv, "order_id"), id);
     assert_eq!(inv["merchant_order_id"], created["data"]["merchant_order_id"]);
@@ -239,6 +241,14 @@ fn get_order_returns_order_and_invoice_with_spec_fields_and_types() {
     assert!(inv["receive_amount"].is_number(), "{inv}");
     assert_eq!(number_as_f64(&inv["receive_amount"]), 0.0);
     assert_eq!(string(inv, "receive_currency"), "");
+    // The deposit members: the sandbox's simulated address, the URI for the amount due,
+    // the quoted rate (amount = price ÷ rate, rounded up) as a JSON number.
+    let address = string(inv, "address");
+    assert!(!address.is_empty(), "{inv}");
+    let uri = string(inv, "payment_uri");
+    assert!(uri.contains(address), "the URI pays the address: {inv}");
+    assert!(inv["rate"].is_number(), "{inv}");
+    assert!(number_as_f64(&inv["rate"]) > 0.0, "{inv}");
 }
 
 #[test]

@@ -29,7 +29,12 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// PostgreSQL needs.
 fn coinorder(dir: &Path) -> Command {
     let mut command = Command::new(BIN);
-    command.current_dir(dir).env_remove("COINORDER_DB").env_remove("COINORDER_SECRET_KEY_FILE");
+    command
+        .current_dir(dir)
+        .env_remove("COINORDER_DB")
+        .env_remove("COINORDER_SECRET_KEY_FILE")
+        .env_remove("COINORDER_ENV")
+        .env_remove("COINORDER_CONFIG");
     if let Some(key_file) = cli_key_file() {
         command.env("COINORDER_DB", default_db(dir)).env("COINORDER_SECRET_KEY_FILE", key_file);
     }
@@ -618,8 +623,8 @@ fn rates_set_list_delete_round_trip() {
         &["rates", "set", "--env", "live", "BTC", "USD", "abc"],
         &["rates", "set", "--env", "live", "BTC", "USD", "1", "--valid-until", "tomorrow"],
         &["rates", "set", "--env", "live", "BTC", "USD", "1", "--valid-until", "2031-01-02T03:04:05"],
-        &["rates", "set", "BTC", "USD", "1"],
-        &["rates", "list"],
+        &["rates", "set", "--env", "staging", "BTC", "USD", "1"],
+        &["rates", "list", "--format", "yaml"],
     ] {
         let output = run(dir, args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
@@ -813,7 +818,11 @@ fn sandbox_commands_never_touch_live_orders() {
     ] {
         let message = run_fails(dir, args);
         assert!(message.contains("not found"), "{args:?}: {message}");
+        // The error says where the order is, and echoes the id given.
+        assert!(message.contains("add --env live") && message.contains(order_id.as_str()), "{args:?}: {message}");
     }
+    let message = run_fails(dir, &["sandbox", "--env", "live", "pay", order_id.as_str()]);
+    assert!(message.contains("sandbox orders only") && message.contains("payments record"), "{message}");
     // A live payment recorded by the host cannot be settled through the sandbox either.
     shop.service.record_payment(&order_id, "live_tx_1", "10".parse().expect("amount"), false).expect("record");
     let message = run_fails(dir, &["sandbox", "confirm", "live_tx_1"]);
@@ -1089,9 +1098,9 @@ fn webhooks_and_emails_commands_print_json() {
 
     // Listed with its delivery: pending, never attempted; the exact payload; no secrets.
     for args in [
-        &["webhooks", "list"][..],
-        &["webhooks", "list", "--order", &order_id],
-        &["webhooks", "list", "--env", "sandbox", "--limit", "1"],
+        &["webhooks", "list", "--full"][..],
+        &["webhooks", "list", "--full", "--order", &order_id],
+        &["webhooks", "list", "--full", "--env", "sandbox", "--limit", "1"],
     ] {
         let output = run(dir, args);
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
@@ -1142,7 +1151,7 @@ fn webhooks_and_emails_commands_print_json() {
     assert_eq!(hits[0].header("webhook-id"), Some(event_id.as_str()));
     assert_eq!(hits[0].json()["type"], json!("order.paid"));
     assert_signed(&hits[0], secret);
-    let listed = run_json(dir, &["webhooks", "list", "--order", &order_id]);
+    let listed = run_json(dir, &["webhooks", "list", "--full", "--order", &order_id]);
     let delivery = &listed[0]["delivery"];
     assert_eq!((&delivery["state"], &delivery["attempts"]), (&json!("delivered"), &json!(1)), "{listed}");
     assert!(delivery["delivered_at"].is_string() && delivery["next_attempt_at"].is_null(), "{delivery}");
@@ -1388,11 +1397,10 @@ fn serve_reads_a_config_file_and_flags_win() {
     assert!(message.contains("timeout_secs"), "{message}");
     let message = run_fails(dir, &["serve", "--config", "missing.toml", "--env", "sandbox"]);
     assert!(message.contains("missing.toml"), "{message}");
-    // serve needs an environment from somewhere: a command-line error otherwise.
-    std::fs::write(dir.join("noenv.toml"), "[server]\naddr = \"127.0.0.1:0\"\n").expect("write");
-    let output = run(dir, &["serve", "--config", "noenv.toml"]);
+    // An unknown environment is a command-line error that lists the valid ones.
+    let output = run(dir, &["serve", "--env", "staging"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("--env"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("sandbox, live"), "{}", stderr(&output));
 }
 
 /// Milliseconds of an ISO 8601 time printed by the CLI.
@@ -1466,7 +1474,7 @@ fn live_refuses_private_webhook_targets_unless_allowed() {
     let report = run_json(dir, &["webhooks", "deliver", "--env", "live"]);
     assert_eq!(report["webhooks"], json!({"attempted": 1, "delivered": 0, "retrying": 0, "failed": 1, "no_target": 0}));
     assert!(receiver.hits().is_empty());
-    let listed = run_json(dir, &["webhooks", "list", "--env", "live", "--order", &order_id]);
+    let listed = run_json(dir, &["webhooks", "list", "--full", "--env", "live", "--order", &order_id]);
     assert_eq!(listed[0]["delivery"]["state"], json!("failed"), "{listed}");
     let error = listed[0]["delivery"]["last_error"].as_str().expect("last_error");
     assert!(error.contains("refused"), "{error}");
@@ -1575,8 +1583,8 @@ fn payments_commands_feed_live_orders() {
     for args in [
         &["payments", "record", "--env", "live", other.as_str(), "tx-x", "1,5"][..],
         &["payments", "record", "--env", "live", other.as_str(), "tx-x", "abc"],
-        &["payments", "record", other.as_str(), "tx-x", "1"],
-        &["payments", "confirm", "tx-x"],
+        &["payments", "record", "--env", "live", other.as_str(), "tx-x"],
+        &["payments", "confirm", "--env", "live"],
     ] {
         let output = run(dir, args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
@@ -1855,4 +1863,127 @@ fn serve_refuses_a_key_file_open_to_others() {
         "{message}"
     );
     assert!(message.contains("chmod 600 'my shop/db' 'my shop/db.key', or pass"), "{message}");
+}
+
+/// The rows of a `--format table` listing: its lines split on runs of two spaces.
+fn table_rows(dir: &Path, args: &[&str]) -> Vec<Vec<String>> {
+    let output = run(dir, args);
+    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.split("  ").map(str::trim).filter(|cell| !cell.is_empty()).map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn operators_list_orders_and_webhooks_and_trigger_every_event_type() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    // No --env anywhere: the sandbox is the default of every command.
+    let first = run_json(dir, &["keys", "create", "--user-id", "1"]);
+    assert_eq!(first["environment"], json!("sandbox"));
+    run_json(dir, &["keys", "create", "--user-id", "2"]);
+    let mut emitted = std::collections::BTreeMap::new();
+    for (event_type, user) in [
+        ("order.pending", "2"),
+        ("order.paid", "1"),
+        ("order.failed", "1"),
+        ("order.cancelled", "1"),
+        ("order.expired", "1"),
+        ("order.paid_late", "1"),
+    ] {
+        let triggered = run_json(dir, &["sandbox", "trigger", event_type, "--user-id", user]);
+        let types: Vec<&str> =
+            triggered["events"].as_array().expect("events").iter().filter_map(|e| e["type"].as_str()).collect();
+        assert!(types.contains(&event_type), "{event_type}: {types:?}");
+        assert_eq!(triggered["order"]["user_id"], json!(user.parse::<i64>().expect("user")));
+        emitted.insert(event_type, triggered["order"]["order_id"].as_str().expect("id").to_string());
+    }
+    let message = run_fails(dir, &["sandbox", "trigger", "order.paid", "--user-id", "9"]);
+    assert!(message.contains("keys create --user-id 9"), "the next command: {message}");
+    let output = run(dir, &["sandbox", "trigger", "order.refunded"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("order.paid_late"), "lists the valid types: {}", stderr(&output));
+
+    // orders list: every merchant's, newest first, with filters.
+    let all = run_json(dir, &["orders", "list"]);
+    let ids: Vec<&str> = all.as_array().expect("array").iter().filter_map(|o| o["order_id"].as_str()).collect();
+    assert_eq!(ids.len(), 6, "{all}");
+    assert_eq!(ids[0], emitted["order.paid_late"], "newest first");
+    assert_eq!(ids[5], emitted["order.pending"]);
+    let paid = run_json(dir, &["orders", "list", "--status", "PAID"]);
+    assert_eq!(paid.as_array().map(Vec::len), Some(1), "{paid}");
+    assert_eq!(paid[0]["order_id"], json!(emitted["order.paid"]));
+    let of_two = run_json(dir, &["orders", "list", "--user-id", "2"]);
+    assert_eq!(of_two.as_array().map(Vec::len), Some(1));
+    assert_eq!(of_two[0]["status"], json!("PENDING"));
+    assert_eq!(run_json(dir, &["orders", "list", "--limit", "2"]).as_array().map(Vec::len), Some(2));
+    let future = run_json(dir, &["orders", "list", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(future, json!([]));
+    let output = run(dir, &["orders", "list", "--status", "SHIPPED"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("CANCELLED"), "lists the valid states: {}", stderr(&output));
+    let rows = table_rows(dir, &["orders", "list", "--format", "table"]);
+    assert_eq!(rows.len(), 7, "a header and a line per order: {rows:?}");
+    assert!(rows[0].contains(&"STATUS".to_string()) && rows[0].contains(&"ORDER".to_string()), "{:?}", rows[0]);
+    assert!(rows[1].contains(&emitted["order.paid_late"]) && rows[1].contains(&"EXPIRED".to_string()), "{:?}", rows[1]);
+
+    // webhooks list: one compact line per event, the payload only with --full.
+    let events = run_json(dir, &["webhooks", "list"]);
+    let events = events.as_array().expect("array");
+    assert!(events.len() >= 7, "{events:?}");
+    for event in events {
+        assert!(event.get("payload").is_none() && event["delivery"].get("log").is_none(), "compact: {event}");
+        assert_eq!(event["delivery"]["state"], json!("pending"), "not attempted yet: {event}");
+        assert!(event["delivery"].get("last_status").is_some(), "{event}");
+    }
+    let full = run_json(dir, &["webhooks", "list", "--full", "--type", "order.paid"]);
+    let full = full.as_array().expect("array");
+    assert_eq!(full.len(), 1, "{full:?}");
+    assert_eq!(full[0]["payload"]["type"], json!("order.paid"));
+    assert_eq!(full[0]["order_id"], json!(emitted["order.paid"]));
+    assert_eq!(run_json(dir, &["webhooks", "list", "--state", "delivered"]), json!([]));
+    let rows = table_rows(dir, &["webhooks", "list", "--format", "table", "--type", "order.paid_late"]);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0], ["TIME", "EVENT", "TYPE", "ORDER", "STATE", "ATTEMPTS", "LAST STATUS"]);
+    assert_eq!(rows[1][2..], ["order.paid_late", &emitted["order.paid_late"], "pending", "0", "-"]);
+    for listing in [&["keys", "list"][..], &["rates", "list"], &["emails", "list"]] {
+        let mut args = listing.to_vec();
+        args.extend(["--format", "table"]);
+        let rows = table_rows(dir, &args);
+        assert!(
+            !rows.is_empty() && rows[0].iter().all(|h| h.chars().all(|c| c.is_ascii_uppercase() || c == ' ')),
+            "{args:?}: {rows:?}"
+        );
+    }
+}
+
+#[test]
+fn sandbox_advance_expires_what_falls_due_and_env_comes_from_one_place() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let shop = Shop::open(dir, coinorder::Environment::Sandbox);
+    let order_id = shop.order("10");
+    let early = run_json(dir, &["sandbox", "advance", "--minutes", "5"]);
+    assert_eq!((early["expired"].clone(), early["failed"].clone()), (json!(0), json!(0)), "{early}");
+    assert_eq!(run_json(dir, &["orders", "show", &order_id])["order"]["status"], json!("NEW"));
+    // The default quote lasts 30 minutes.
+    let late = run_json(dir, &["sandbox", "advance", "--minutes", "31"]);
+    assert_eq!(late["expired"], json!(1), "{late}");
+    assert_eq!(run_json(dir, &["orders", "show", &order_id])["order"]["status"], json!("EXPIRED"));
+
+    // --env, COINORDER_ENV and the settings file's env all choose the same thing, with
+    // the flag first; every command takes it before or after its name.
+    std::fs::write(dir.join("live.toml"), "[server]\nenv = \"live\"\n").expect("write");
+    let set = run_json(dir, &["rates", "set", "--config", "live.toml", "USDT", "USD", "1"]);
+    assert_eq!(set["environment"], json!("live"));
+    assert_eq!(run_json(dir, &["--config", "live.toml", "orders", "list"]), json!([]));
+    assert_eq!(
+        run_json(dir, &["orders", "list", "--config", "live.toml", "--env", "sandbox"]).as_array().map(Vec::len),
+        Some(1)
+    );
+    let output = coinorder(dir).args(["orders", "list"]).env("COINORDER_ENV", "live").output().expect("run");
+    assert_eq!(json_output(output, &["orders", "list"]), json!([]));
+    let message = run_fails(dir, &["orders", "show", "--config", "live.toml", &order_id]);
+    assert!(message.contains("add --env sandbox") && message.contains(&order_id), "{message}");
 }

@@ -23,8 +23,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use coinorder::money::{to_json_number, Decimal};
 use coinorder::render;
 use coinorder::{
-    Config, DeliveryState, Email, EmailReport, EmailState, Environment, EventDelivery, Merchant, NewApiKey, RateLimit,
-    Server, ServerLimits, Service, SimulateAction, SmtpConfig, StoreTarget, Timestamp,
+    Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery, HostOrderQuery,
+    Merchant, NewApiKey, OrderStatus, RateLimit, Server, ServerLimits, Service, SimulateAction, SmtpConfig,
+    StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -51,8 +52,12 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
 #[derive(Debug, Parser)]
 #[command(name = "coinorder", version, propagate_version = true)]
 #[command(after_help = "Examples:
-  coinorder keys create --user-id 42 --env sandbox
-  coinorder keys list
+  coinorder keys create --user-id 42
+  coinorder keys list --format table
+  coinorder orders list --status PAID --since 2026-11-01T00:00:00Z --format table
+  coinorder sandbox trigger order.paid
+  coinorder sandbox advance --minutes 30
+  coinorder webhooks list --state failed --format table
   coinorder rates set --env live BTC USD 64250.5 --valid-until 2026-12-01T00:00:00Z
   coinorder serve --env sandbox --addr 127.0.0.1:8080
   coinorder sandbox pay 7d1f0c9e-8a53-4a57-9d61-3f0f3c2b8e11 --unconfirmed
@@ -82,6 +87,18 @@ struct Cli {
     /// `head -c 32 /dev/urandom | base64 > FILE` and copy it to each host.
     #[arg(long, global = true, value_name = "FILE", env = "COINORDER_SECRET_KEY_FILE")]
     secret_key_file: Option<PathBuf>,
+
+    /// The environment every command works in: sandbox or live (a key's, an order's, a
+    /// rate's, `serve`'s). Default: `env` in the [server] section of --config, else
+    /// sandbox. Accepted before or after the subcommand.
+    #[arg(long, global = true, value_name = "ENV", env = "COINORDER_ENV")]
+    env: Option<EnvArg>,
+
+    /// TOML settings file (see coinorder.example.toml): the database, the environment,
+    /// `serve`'s settings, webhook and SMTP settings. Flags win over it; unknown keys are
+    /// an error. Accepted before or after the subcommand.
+    #[arg(long, global = true, value_name = "FILE", env = "COINORDER_CONFIG")]
+    config: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -154,16 +171,99 @@ enum Command {
     Emails(EmailsCommand),
 }
 
-/// Which environment's data a command works on, and the settings file.
+/// How a listing command prints its rows.
 #[derive(Debug, Args)]
-struct Scope {
-    /// The environment: sandbox or live. Default: `env` in the [server] section of
-    /// --config, else sandbox.
-    #[arg(long, value_name = "ENV")]
-    env: Option<EnvArg>,
-    /// TOML settings file (see coinorder.example.toml); flags win over it.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+struct OutputArgs {
+    /// `json` (the default, for scripts: an array of objects) or `table` (aligned
+    /// columns for people).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Json)]
+    format: Format,
+}
+
+/// `--format` of the listing commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// An array of JSON objects.
+    Json,
+    /// Aligned columns, one row per line, with a header.
+    Table,
+}
+
+/// An order state, as `--status` takes it.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "UPPER")]
+enum StatusArg {
+    New,
+    Pending,
+    Paid,
+    Expired,
+    Failed,
+    Cancelled,
+}
+
+impl From<StatusArg> for OrderStatus {
+    fn from(status: StatusArg) -> Self {
+        match status {
+            StatusArg::New => OrderStatus::New,
+            StatusArg::Pending => OrderStatus::Pending,
+            StatusArg::Paid => OrderStatus::Paid,
+            StatusArg::Expired => OrderStatus::Expired,
+            StatusArg::Failed => OrderStatus::Failed,
+            StatusArg::Cancelled => OrderStatus::Cancelled,
+        }
+    }
+}
+
+/// An event type, as `webhooks list --type` and `sandbox trigger` take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EventTypeArg {
+    #[value(name = "order.pending")]
+    Pending,
+    #[value(name = "order.paid")]
+    Paid,
+    #[value(name = "order.failed")]
+    Failed,
+    #[value(name = "order.cancelled")]
+    Cancelled,
+    #[value(name = "order.expired")]
+    Expired,
+    #[value(name = "order.paid_late")]
+    PaidLate,
+}
+
+impl EventTypeArg {
+    /// The event type's name on the wire (`order.paid`).
+    fn name(self) -> &'static str {
+        match self {
+            EventTypeArg::Pending => "order.pending",
+            EventTypeArg::Paid => "order.paid",
+            EventTypeArg::Failed => "order.failed",
+            EventTypeArg::Cancelled => "order.cancelled",
+            EventTypeArg::Expired => "order.expired",
+            EventTypeArg::PaidLate => "order.paid_late",
+        }
+    }
+}
+
+/// A webhook delivery state, as `webhooks list --state` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DeliveryStateArg {
+    Pending,
+    Delivered,
+    Failed,
+    #[value(name = "no_target")]
+    NoTarget,
+}
+
+impl From<DeliveryStateArg> for DeliveryState {
+    fn from(state: DeliveryStateArg) -> Self {
+        match state {
+            DeliveryStateArg::Pending => DeliveryState::Pending,
+            DeliveryStateArg::Delivered => DeliveryState::Delivered,
+            DeliveryStateArg::Failed => DeliveryState::Failed,
+            DeliveryStateArg::NoTarget => DeliveryState::NoTarget,
+        }
+    }
 }
 
 /// How webhooks and e-mails are sent (`serve`, `webhooks deliver`, `emails send`).
@@ -192,28 +292,37 @@ struct SendArgs {
 
 #[derive(Debug, Subcommand)]
 enum WebhooksCommand {
-    /// List events with their delivery: state (pending, delivered, failed, no_target),
-    /// attempts, next attempt, last error, every attempt logged (time, URL, status,
-    /// latency, start of the response) and the exact payload. Secrets are never shown.
+    /// List events with their delivery, one per line: time, event id, type, order,
+    /// state (pending, delivered, failed, no_target), attempts and the last attempt's
+    /// HTTP status. With --full, also the next attempt, the last error, every attempt
+    /// logged (time, URL, status, latency, start of the response) and the exact payload.
+    /// Secrets are never shown.
     ///
     /// Without --order: the events of the orders with the most recent events.
     List {
-        #[command(flatten)]
-        scope: Scope,
         /// Only this order's events (`order_id`), by sequence.
         #[arg(long, value_name = "ID")]
         order: Option<String>,
+        /// Only events of this type.
+        #[arg(long = "type", value_enum, value_name = "TYPE")]
+        event_type: Option<EventTypeArg>,
+        /// Only events in this delivery state.
+        #[arg(long, value_enum, value_name = "STATE")]
+        state: Option<DeliveryStateArg>,
+        /// Every detail: attempt log, payload, next attempt, last error.
+        #[arg(long)]
+        full: bool,
         /// How many orders' events to list (without --order).
         #[arg(long, value_name = "N", default_value_t = 20,
               value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Queue an event for delivery again, due now, with a fresh retry schedule (same
     /// `webhook-id` and body), and print it. `serve` sends it within a second; without
     /// `serve`, run `webhooks deliver`.
     Redeliver {
-        #[command(flatten)]
-        scope: Scope,
         /// The event's id (`msg_...`), as shown by `webhooks list`.
         event_id: String,
     },
@@ -222,8 +331,6 @@ enum WebhooksCommand {
     /// attempted, sent, retrying, failed). Failures are retried on schedule by the next
     /// run.
     Deliver {
-        #[command(flatten)]
-        scope: Scope,
         #[command(flatten)]
         send: SendArgs,
         /// Most webhooks, and most e-mails, to send in this run.
@@ -238,8 +345,6 @@ enum EmailsCommand {
     /// List payment-link e-mails, newest first: recipient, subject, bodies, state
     /// (pending, sent, failed), attempts, next attempt and last error.
     List {
-        #[command(flatten)]
-        scope: Scope,
         /// Only this order's e-mail (`order_id`).
         #[arg(long, value_name = "ID")]
         order: Option<String>,
@@ -247,13 +352,13 @@ enum EmailsCommand {
         #[arg(long, value_name = "N", default_value_t = 50,
               value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Send the due payment-link e-mails once over SMTP (--smtp-url or [smtp] url in
     /// --config) and print what happened. Failures are retried on schedule by the next
     /// run.
     Send {
-        #[command(flatten)]
-        scope: Scope,
         #[command(flatten)]
         send: SendArgs,
         /// Most e-mails to send in this run.
@@ -267,9 +372,6 @@ enum EmailsCommand {
 enum RatesCommand {
     /// Set or replace the rate of CRYPTO priced in FIAT, and print it.
     Set {
-        /// The environment the rate applies to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// Coin code, e.g. BTC, ETH, USDT (case-insensitive).
         crypto: String,
         /// ISO 4217 fiat code, e.g. USD, EUR, NGN (case-insensitive).
@@ -282,17 +384,13 @@ enum RatesCommand {
         #[arg(long, value_name = "ISO8601", value_parser = parse_timestamp)]
         valid_until: Option<Timestamp>,
     },
-    /// List the rates set for an environment (built-in sandbox rates are not listed).
+    /// List the rates set for the environment (built-in sandbox rates are not listed).
     List {
-        /// The environment whose rates are listed.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Delete the rate of CRYPTO priced in FIAT (in sandbox the built-in rate applies again).
     Delete {
-        /// The environment the rate belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// Coin code, e.g. BTC (case-insensitive).
         crypto: String,
         /// ISO 4217 fiat code, e.g. USD (case-insensitive).
@@ -342,6 +440,28 @@ enum SandboxCommand {
         /// The order's id (`order_id`).
         order_id: String,
     },
+    /// Move the sandbox's clock forward for expiry: every sandbox order whose quote
+    /// runs out within the next N minutes is expired now (NEW → EXPIRED, PENDING short
+    /// of confirmed payments → FAILED), as if that time had passed. Prints how many
+    /// moved.
+    Advance {
+        /// Minutes to move forward (1 to 525600, a year).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=525_600))]
+        minutes: u32,
+    },
+    /// Create a fresh sandbox order and drive it until it emits EVENT_TYPE, so a
+    /// webhook receiver can be tried on each event type. Prints the order and the events
+    /// it emitted (delivered by `serve`, or by `webhooks deliver`).
+    ///
+    /// The order belongs to the newest active sandbox key (of --user-id, if given).
+    Trigger {
+        /// The event type to produce.
+        #[arg(value_enum, value_name = "EVENT_TYPE")]
+        event_type: EventTypeArg,
+        /// Use a key of this merchant (`user_id`).
+        #[arg(long, value_name = "N")]
+        user_id: Option<i64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -360,9 +480,6 @@ enum PaymentsCommand {
     /// report each transaction on every run until it is final). The same TXID with
     /// another amount or for another order is refused.
     Record {
-        /// The environment the order belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The order's id (`order_id`).
         order_id: String,
         /// The transaction id on chain (1 to 256 printable characters); it identifies
@@ -381,9 +498,6 @@ enum PaymentsCommand {
     /// confirmed payments cover the invoice (also after the quote expired, if the
     /// payment was seen in time).
     Confirm {
-        /// The environment the payment belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The payment's transaction id, as given to `payments record`.
         txid: String,
     },
@@ -391,9 +505,6 @@ enum PaymentsCommand {
     /// a PENDING order it was paying becomes FAILED. A confirmed payment cannot be
     /// rejected.
     Reject {
-        /// The environment the payment belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The payment's transaction id, as given to `payments record`.
         txid: String,
     },
@@ -401,38 +512,48 @@ enum PaymentsCommand {
     /// (unconfirmed, confirmed, rejected), whether it counts toward the invoice (seen
     /// before the quote expired), when it was seen and settled.
     List {
-        /// The environment the order belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The order's id (`order_id`).
         order_id: String,
+        #[command(flatten)]
+        output: OutputArgs,
     },
 }
 
 #[derive(Debug, Subcommand)]
 enum OrdersCommand {
+    /// List orders of the environment, any merchant's, newest first: time, id,
+    /// merchant (user id), state, price, what to pay and the title.
+    List {
+        /// Only orders in this state.
+        #[arg(long, value_enum, value_name = "STATUS")]
+        status: Option<StatusArg>,
+        /// Only this merchant's orders (the `user_id` of its keys).
+        #[arg(long, value_name = "N")]
+        user_id: Option<i64>,
+        /// Only orders created at or after this time (RFC 3339 / ISO 8601 with a time
+        /// zone, e.g. 2026-12-01T00:00:00Z).
+        #[arg(long, value_name = "ISO8601", value_parser = parse_timestamp)]
+        since: Option<Timestamp>,
+        /// Most orders to list.
+        #[arg(long, value_name = "N", default_value_t = 20,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(HOST_LIST_MAX_LIMIT)))]
+        limit: u32,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// Print an order with its invoice, payments and events.
     Show {
-        /// The environment the order belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The order's id (`order_id`).
         order_id: String,
     },
     /// Accept a late or short payment by hand: an EXPIRED or FAILED order becomes PAID
     /// (its `order.paid` event says it was marked paid).
     MarkPaid {
-        /// The environment the order belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The order's id (`order_id`).
         order_id: String,
     },
     /// Cancel an order on behalf of its merchant (NEW orders only).
     Cancel {
-        /// The environment the order belongs to.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// The order's id (`order_id`).
         order_id: String,
     },
@@ -448,15 +569,15 @@ enum KeysCommand {
         /// The merchant account the key acts for (the host application's account id).
         #[arg(long, value_name = "N")]
         user_id: i64,
-        /// The environment the key works in; fixed for the key's life.
-        #[arg(long, value_name = "ENV")]
-        env: EnvArg,
         /// Default webhook URL for the key's orders (an absolute http(s) URL).
         #[arg(long, value_name = "URL")]
         webhook_url: Option<String>,
     },
     /// List every key of every environment (never plain keys or secrets).
-    List,
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// Make a key valid for requests again.
     Activate {
         /// The key's id (`key_...`), as shown by `keys list`.
@@ -497,16 +618,6 @@ enum KeysCommand {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// The environment served: sandbox or live; only keys of this environment are
-    /// accepted. Required here or as `env` in the [server] section of --config.
-    #[arg(long, value_name = "ENV")]
-    env: Option<EnvArg>,
-    /// TOML settings file (see coinorder.example.toml): the settings of these flags in
-    /// [server], [webhooks] and [smtp] sections, and the HTTP server's limits (sizes,
-    /// timeouts, connection and request caps, database busy timeout) in [limits]. Flags
-    /// win over it; unknown keys are an error.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port (printed in the listening line).
     /// Default: 127.0.0.1:8080.
     #[arg(long, value_name = "HOST:PORT")]
@@ -582,16 +693,19 @@ static SECRET_KEY_FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLo
 
 fn run(cli: Cli, db_given: bool) -> CliResult<()> {
     let _ = SECRET_KEY_FILE.set(cli.secret_key_file.clone());
-    let db = DbPath { path: cli.db, given: db_given };
+    let file = load_config(cli.config.as_deref())?;
+    let db = DbPath { path: cli.db, given: db_given }.resolve(&file);
+    let env = cli.env.or(file.server.env).map_or(Environment::Sandbox, Environment::from);
+    let ctx = Ctx { db, env, env_given: cli.env.is_some(), file };
     match cli.command {
-        Command::Keys(command) => keys(&db.path, command),
-        Command::Serve(args) => serve(&db, args),
-        Command::Rates(command) => rates(&db.path, command),
-        Command::Sandbox(command) => sandbox(&db.path, command),
-        Command::Payments(command) => payments(&db.path, command),
-        Command::Orders(command) => orders(&db.path, command),
-        Command::Webhooks(command) => webhooks(&db, command),
-        Command::Emails(command) => emails(&db, command),
+        Command::Keys(command) => keys(&ctx, command),
+        Command::Serve(args) => serve(&ctx, args),
+        Command::Rates(command) => rates(&ctx, command),
+        Command::Sandbox(command) => sandbox(&ctx, command),
+        Command::Payments(command) => payments(&ctx, command),
+        Command::Orders(command) => orders(&ctx, command),
+        Command::Webhooks(command) => webhooks(&ctx, command),
+        Command::Emails(command) => emails(&ctx, command),
     }
 }
 
@@ -609,6 +723,62 @@ impl DbPath {
         match &file.db {
             Some(path) if !self.given => path.clone(),
             _ => self.path.clone(),
+        }
+    }
+}
+
+/// What every command works from: the database, the environment (--env, else the
+/// settings file's, else sandbox) and the settings file.
+struct Ctx {
+    db: PathBuf,
+    env: Environment,
+    /// True when --env / COINORDER_ENV named the environment.
+    env_given: bool,
+    file: FileConfig,
+}
+
+impl Ctx {
+    /// The library settings for the environment, with the file's storage settings.
+    fn config(&self) -> Config {
+        let mut config = Config::new(self.env);
+        apply_storage_settings(&mut config, &self.file);
+        config
+    }
+
+    /// Opens the database, creating it if missing.
+    fn open(&self) -> CliResult<Service> {
+        open(&self.db, self.config())
+    }
+
+    /// Opens a database that must exist (see [`open_existing`]).
+    fn open_existing(&self) -> CliResult<Service> {
+        open_existing(&self.db, self.config())
+    }
+
+    /// The other environment.
+    fn other_env(&self) -> Environment {
+        match self.env {
+            Environment::Sandbox => Environment::Live,
+            Environment::Live => Environment::Sandbox,
+        }
+    }
+
+    /// `error` as the message to print, helped along when it is about an order or a
+    /// payment that is not in this environment: it says so when the other environment
+    /// has it (and which --env to add), or how to find the right id.
+    fn explain(&self, error: coinorder::Error, id: &str) -> String {
+        let missing = matches!(error.kind(), ErrorKind::OrderNotFound | ErrorKind::PaymentNotFound(_));
+        if !missing {
+            return error.to_string();
+        }
+        let (env, other) = (self.env.as_str(), self.other_env());
+        let elsewhere = open_existing(&self.db, Config { environment: other, ..self.config() })
+            .ok()
+            .is_some_and(|service| service.order(id).is_ok() || service.payment(id).is_ok());
+        if elsewhere {
+            format!("{error}: {id:?} is not in {env} but in {other}; add --env {other}")
+        } else {
+            format!("{error}: no {id:?} in {env}; `coinorder orders list --env {env}` lists its orders")
         }
     }
 }
@@ -853,10 +1023,6 @@ fn parse_config(text: &str) -> Result<FileConfig, String> {
 
 /// The environment a `webhooks`/`emails` command works on: --env, else the file's, else
 /// sandbox.
-fn scope_environment(scope: &Scope, file: &FileConfig) -> Environment {
-    scope.env.or(file.server.env).map_or(Environment::Sandbox, Environment::from)
-}
-
 /// Applies webhook and SMTP settings (flags over the file) to `config`.
 fn apply_send_settings(config: &mut Config, send: &SendArgs, file: &FileConfig) -> CliResult<()> {
     if let Some(seconds) = send.webhook_timeout.or(file.webhooks.timeout_secs) {
@@ -930,26 +1096,35 @@ fn open_existing(db: &Path, config: Config) -> CliResult<Service> {
     }
 }
 
-fn keys(db: &Path, command: KeysCommand) -> CliResult<()> {
-    // Key management works on keys of both environments whatever the service's own.
-    let environment = match &command {
-        KeysCommand::Create { env, .. } => Environment::from(*env),
-        _ => Environment::Sandbox,
-    };
+fn keys(ctx: &Ctx, command: KeysCommand) -> CliResult<()> {
+    // Key management works on keys of both environments; a new key is the --env one's.
     let service = match &command {
-        KeysCommand::Create { .. } => open(db, Config::new(environment))?,
-        _ => open_existing(db, Config::new(environment))?,
+        KeysCommand::Create { .. } => ctx.open()?,
+        _ => ctx.open_existing()?,
     };
     let output = match command {
-        KeysCommand::Create { user_id, env, webhook_url } => {
+        KeysCommand::Create { user_id, webhook_url } => {
             let created = service
-                .create_key(NewApiKey { user_id, environment: env.into(), webhook_url })
+                .create_key(NewApiKey { user_id, environment: ctx.env, webhook_url })
                 .map_err(|e| e.to_string())?;
             render::created_key(&created).map_err(|e| format!("cannot render JSON: {e}"))?
         }
-        KeysCommand::List => {
-            let keys = service.list_keys().map_err(|e| e.to_string())?;
-            to_json(&keys)?
+        KeysCommand::List { output } => {
+            let keys = to_json(&service.list_keys().map_err(|e| e.to_string())?)?;
+            return print_rows(
+                &keys,
+                output.format,
+                &[
+                    ("ID", "/id"),
+                    ("USER", "/user_id"),
+                    ("ENV", "/environment"),
+                    ("STATUS", "/status"),
+                    ("KEY", "/key_hint"),
+                    ("CREATED", "/created_at"),
+                    ("LAST USED", "/last_used_at"),
+                    ("WEBHOOK URL", "/webhook_url"),
+                ],
+            );
         }
         KeysCommand::Activate { id } => key_json(service.activate_key(&id))?,
         KeysCommand::Deactivate { id } => key_json(service.deactivate_key(&id))?,
@@ -979,8 +1154,52 @@ fn key_json(key: coinorder::Result<coinorder::ApiKey>) -> CliResult<Value> {
 
 fn print_json(value: &Value) -> CliResult<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| format!("cannot render JSON: {e}"))?;
+    print_text(&text)
+}
+
+fn print_text(text: &str) -> CliResult<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{text}").and_then(|()| stdout.flush()).map_err(|e| format!("cannot write to stdout: {e}"))
+}
+
+/// A listing: `rows` (a JSON array) as JSON, or as a table of `columns` (header, JSON
+/// pointer into each row).
+fn print_rows(rows: &Value, format: Format, columns: &[(&str, &str)]) -> CliResult<()> {
+    match format {
+        Format::Json => print_json(rows),
+        Format::Table => print_text(&table(rows.as_array().map_or(&[][..], Vec::as_slice), columns)),
+    }
+}
+
+/// Rows as aligned columns under a header line; a missing or null cell is `-`. Widths
+/// count characters, so titles in any script line up.
+fn table(rows: &[Value], columns: &[(&str, &str)]) -> String {
+    let cell = |row: &Value, pointer: &str| match row.pointer(pointer) {
+        None | Some(Value::Null) => "-".to_string(),
+        Some(Value::String(text)) if text.is_empty() => "-".to_string(),
+        // One line per row, whatever the text holds.
+        Some(Value::String(text)) => text.replace(['\n', '\r', '\t'], " "),
+        Some(other) => other.to_string(),
+    };
+    let cells: Vec<Vec<String>> = rows.iter().map(|row| columns.iter().map(|(_, p)| cell(row, p)).collect()).collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (header, _))| {
+            cells.iter().map(|row| row[i].chars().count()).chain([header.chars().count()]).max().unwrap_or(0)
+        })
+        .collect();
+    let line = |values: Vec<&str>| {
+        let padded: Vec<String> =
+            values.iter().zip(&widths).map(|(value, width)| format!("{value:<width$}", width = *width)).collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut lines = vec![line(columns.iter().map(|(header, _)| *header).collect())];
+    lines.extend(cells.iter().map(|row| line(row.iter().map(String::as_str).collect())));
+    if rows.is_empty() {
+        lines.push("(none)".to_string());
+    }
+    lines.join("\n")
 }
 
 /// The settings file's storage settings (`secret_key_file`, `[sqlite]`) on `config`;
@@ -998,18 +1217,8 @@ fn apply_storage_settings(config: &mut Config, file: &FileConfig) {
     }
 }
 
-fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
-    let file = load_config(args.config.as_deref())?;
-    let Some(env) = args.env.or(file.server.env) else {
-        Cli::command()
-            .error(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                "serve needs the environment: --env sandbox|live (or `env` in the [server] section of --config)",
-            )
-            .exit()
-    };
-    let environment = Environment::from(env);
-    let db = db.resolve(&file);
+fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
+    let (file, environment, db) = (&ctx.file, ctx.env, ctx.db.clone());
     let settings = &file.server;
     let addr = args.addr.or_else(|| settings.addr.clone()).unwrap_or_else(|| DEFAULT_ADDR.to_string());
     let threads = args.threads.or(settings.threads).unwrap_or(DEFAULT_THREADS);
@@ -1018,8 +1227,7 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     let listener = bind(&addr)?;
     let addr = listener.local_addr().map_err(|e| format!("cannot read the listening address: {e}"))?;
 
-    let mut config = Config::new(environment);
-    apply_storage_settings(&mut config, &file);
+    let mut config = ctx.config();
     config.invoice_ttl = Duration::from_secs(args.invoice_ttl.or(settings.invoice_ttl).unwrap_or(DEFAULT_INVOICE_TTL));
     config.payment_page_url = args
         .payment_page_url
@@ -1035,7 +1243,7 @@ fn serve(db: &DbPath, args: ServeArgs) -> CliResult<()> {
     } else if let Some(burst) = rate_burst {
         config.rate_limit.burst = burst;
     }
-    apply_send_settings(&mut config, &args.send, &file)?;
+    apply_send_settings(&mut config, &args.send, file)?;
     let limits = file.limits.server_limits()?;
     if let Some(ms) = file.limits.busy_timeout_ms {
         config.busy_timeout = Duration::from_millis(ms);
@@ -1164,28 +1372,40 @@ fn shell_word(path: &Path) -> String {
 
 // ----- webhooks and emails -----
 
-fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
-    let scope = match &command {
-        WebhooksCommand::List { scope, .. }
-        | WebhooksCommand::Redeliver { scope, .. }
-        | WebhooksCommand::Deliver { scope, .. } => scope,
-    };
-    let file = load_config(scope.config.as_deref())?;
-    let mut config = Config::new(scope_environment(scope, &file));
-    apply_storage_settings(&mut config, &file);
+fn webhooks(ctx: &Ctx, command: WebhooksCommand) -> CliResult<()> {
+    let mut config = ctx.config();
     if let WebhooksCommand::Deliver { send, .. } = &command {
-        apply_send_settings(&mut config, send, &file)?;
+        apply_send_settings(&mut config, send, &ctx.file)?;
     }
     let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
-    let service = open_existing(&db.resolve(&file), config)?;
+    let service = open_existing(&ctx.db, config)?;
     let output = match command {
-        WebhooksCommand::List { order: Some(order_id), .. } => {
-            Value::Array(service.event_deliveries(&order_id).map_err(fail)?.iter().map(delivery_json).collect())
+        WebhooksCommand::List { order, event_type, state, full, limit, output } => {
+            let deliveries = match &order {
+                Some(order_id) => service.event_deliveries(order_id).map_err(|e| ctx.explain(e, order_id))?,
+                None => service.recent_event_deliveries(count(limit)).map_err(fail)?,
+            };
+            let rows: Value = deliveries
+                .iter()
+                .filter(|d| event_type.is_none_or(|wanted| d.event.event_type.as_str() == wanted.name()))
+                .filter(|d| state.is_none_or(|wanted| d.state == DeliveryState::from(wanted)))
+                .map(|d| if full { delivery_json(d) } else { delivery_line(d) })
+                .collect();
+            return print_rows(
+                &rows,
+                output.format,
+                &[
+                    ("TIME", "/created_at"),
+                    ("EVENT", "/event_id"),
+                    ("TYPE", "/type"),
+                    ("ORDER", "/order_id"),
+                    ("STATE", "/delivery/state"),
+                    ("ATTEMPTS", "/delivery/attempts"),
+                    ("LAST STATUS", "/delivery/last_status"),
+                ],
+            );
         }
-        WebhooksCommand::List { order: None, limit, .. } => Value::Array(
-            service.recent_event_deliveries(count(limit)).map_err(fail)?.iter().map(delivery_json).collect(),
-        ),
-        WebhooksCommand::Redeliver { event_id, .. } => {
+        WebhooksCommand::Redeliver { event_id } => {
             service.redeliver(&event_id).map_err(fail)?;
             let event = service.event(&event_id).map_err(fail)?;
             let deliveries = service.event_deliveries(&event.order_id).map_err(fail)?;
@@ -1204,15 +1424,10 @@ fn webhooks(db: &DbPath, command: WebhooksCommand) -> CliResult<()> {
     print_json(&output)
 }
 
-fn emails(db: &DbPath, command: EmailsCommand) -> CliResult<()> {
-    let scope = match &command {
-        EmailsCommand::List { scope, .. } | EmailsCommand::Send { scope, .. } => scope,
-    };
-    let file = load_config(scope.config.as_deref())?;
-    let mut config = Config::new(scope_environment(scope, &file));
-    apply_storage_settings(&mut config, &file);
+fn emails(ctx: &Ctx, command: EmailsCommand) -> CliResult<()> {
+    let mut config = ctx.config();
     if let EmailsCommand::Send { send, .. } = &command {
-        apply_send_settings(&mut config, send, &file)?;
+        apply_send_settings(&mut config, send, &ctx.file)?;
         if config.smtp.is_none() {
             return Err(
                 "no SMTP server configured: pass --smtp-url, or set url in the [smtp] section of --config".to_string()
@@ -1220,13 +1435,27 @@ fn emails(db: &DbPath, command: EmailsCommand) -> CliResult<()> {
         }
     }
     let smtp = config.smtp.as_ref().map(|smtp| redact_url(&smtp.url));
-    let service = open_existing(&db.resolve(&file), config)?;
+    let service = open_existing(&ctx.db, config)?;
     let output = match command {
-        EmailsCommand::List { order, limit, .. } => {
+        EmailsCommand::List { order, limit, output } => {
             if let Some(order_id) = &order {
-                service.order(order_id).map_err(fail)?;
+                service.order(order_id).map_err(|e| ctx.explain(e, order_id))?;
             }
-            Value::Array(service.emails(order.as_deref(), count(limit)).map_err(fail)?.iter().map(email_json).collect())
+            let rows: Value =
+                service.emails(order.as_deref(), count(limit)).map_err(fail)?.iter().map(email_json).collect();
+            return print_rows(
+                &rows,
+                output.format,
+                &[
+                    ("CREATED", "/created_at"),
+                    ("EMAIL", "/email_id"),
+                    ("ORDER", "/order_id"),
+                    ("TO", "/recipient"),
+                    ("STATE", "/state"),
+                    ("ATTEMPTS", "/attempts"),
+                    ("LAST ERROR", "/last_error"),
+                ],
+            );
         }
         EmailsCommand::Send { limit, .. } => {
             email_report_json(&service.send_due_emails(count(limit)).map_err(fail)?, smtp)
@@ -1270,6 +1499,19 @@ fn delivery_json(delivery: &EventDelivery) -> Value {
     });
     value["payload"] =
         serde_json::from_str(&delivery.event.payload).unwrap_or_else(|_| Value::from(delivery.event.payload.as_str()));
+    value
+}
+
+/// An event with the gist of its delivery, for one line of `webhooks list`: state,
+/// attempts and the last attempt's HTTP status (`null` before any, or when it got none).
+fn delivery_line(delivery: &EventDelivery) -> Value {
+    let mut value = render::event(&delivery.event);
+    value["order_id"] = Value::from(delivery.event.order_id.as_str());
+    value["delivery"] = json!({
+        "state": delivery.state.as_str(),
+        "attempts": delivery.attempts,
+        "last_status": delivery.log.last().and_then(|attempt| attempt.status),
+    });
     value
 }
 
@@ -1323,23 +1565,34 @@ fn fail(error: coinorder::Error) -> String {
     error.to_string()
 }
 
-fn rates(db: &Path, command: RatesCommand) -> CliResult<()> {
-    let env = match &command {
-        RatesCommand::Set { env, .. } | RatesCommand::List { env } | RatesCommand::Delete { env, .. } => *env,
-    };
+fn rates(ctx: &Ctx, command: RatesCommand) -> CliResult<()> {
     let service = match &command {
-        RatesCommand::Set { .. } => open(db, Config::new(env.into()))?,
-        _ => open_existing(db, Config::new(env.into()))?,
+        RatesCommand::Set { .. } => ctx.open()?,
+        _ => ctx.open_existing()?,
     };
     let output = match command {
-        RatesCommand::Set { crypto, fiat, rate, valid_until, .. } => {
+        RatesCommand::Set { crypto, fiat, rate, valid_until } => {
             let set = service
                 .set_rate(&crypto.to_ascii_uppercase(), &fiat.to_ascii_uppercase(), rate, valid_until)
                 .map_err(fail)?;
             rate_json(&set)
         }
-        RatesCommand::List { .. } => Value::Array(service.list_rates().map_err(fail)?.iter().map(rate_json).collect()),
-        RatesCommand::Delete { crypto, fiat, .. } => {
+        RatesCommand::List { output } => {
+            let rates = Value::Array(service.list_rates().map_err(fail)?.iter().map(rate_json).collect());
+            return print_rows(
+                &rates,
+                output.format,
+                &[
+                    ("ENV", "/environment"),
+                    ("CRYPTO", "/crypto"),
+                    ("FIAT", "/fiat"),
+                    ("RATE", "/rate"),
+                    ("VALID UNTIL", "/valid_until"),
+                    ("UPDATED", "/updated_at"),
+                ],
+            );
+        }
+        RatesCommand::Delete { crypto, fiat } => {
             let (crypto, fiat) = (crypto.to_ascii_uppercase(), fiat.to_ascii_uppercase());
             service.delete_rate(&crypto, &fiat).map_err(fail)?;
             json!({ "deleted": { "environment": service.environment().as_str(), "crypto": crypto, "fiat": fiat } })
@@ -1359,68 +1612,155 @@ fn rate_json(rate: &coinorder::Rate) -> Value {
     })
 }
 
-fn sandbox(db: &Path, command: SandboxCommand) -> CliResult<()> {
-    let service = open_existing(db, Config::new(Environment::Sandbox))?;
+fn sandbox(ctx: &Ctx, command: SandboxCommand) -> CliResult<()> {
+    if ctx.env == Environment::Live {
+        let source = if ctx.env_given { "--env live" } else { "`env = \"live\"` in --config" };
+        return Err(format!(
+            "sandbox commands work on sandbox orders only, and {source} asks for live; record real payments with \
+             `coinorder payments record --env live`"
+        ));
+    }
+    let service = ctx.open_existing()?;
+    let simulate = |order_id: &str, action: SimulateAction| {
+        service.simulate(order_id, &action).map(|done| render::simulation(&done)).map_err(|e| ctx.explain(e, order_id))
+    };
     let output = match command {
-        SandboxCommand::Pay { order_id, amount, unconfirmed } => render::simulation(
-            &service.simulate(&order_id, &SimulateAction::Pay { amount, confirmed: !unconfirmed }).map_err(fail)?,
-        ),
-        SandboxCommand::Confirm { txid } => render::payment_outcome(&service.confirm_payment(&txid).map_err(fail)?),
-        SandboxCommand::Reject { txid } => render::payment_outcome(&service.reject_payment(&txid).map_err(fail)?),
-        SandboxCommand::Cancel { order_id } => {
-            render::simulation(&service.simulate(&order_id, &SimulateAction::Cancel).map_err(fail)?)
+        SandboxCommand::Pay { order_id, amount, unconfirmed } => {
+            simulate(&order_id, SimulateAction::Pay { amount, confirmed: !unconfirmed })?
         }
-        SandboxCommand::Expire { order_id } => {
-            render::simulation(&service.simulate(&order_id, &SimulateAction::Expire).map_err(fail)?)
+        SandboxCommand::Confirm { txid } => {
+            render::payment_outcome(&service.confirm_payment(&txid).map_err(|e| ctx.explain(e, &txid))?)
         }
+        SandboxCommand::Reject { txid } => {
+            render::payment_outcome(&service.reject_payment(&txid).map_err(|e| ctx.explain(e, &txid))?)
+        }
+        SandboxCommand::Cancel { order_id } => simulate(&order_id, SimulateAction::Cancel)?,
+        SandboxCommand::Expire { order_id } => simulate(&order_id, SimulateAction::Expire)?,
+        SandboxCommand::Advance { minutes } => {
+            let until = Timestamp(service.now().as_millis() + i64::from(minutes) * 60_000);
+            let moved = service.expire_due(until).map_err(fail)?;
+            json!({ "advanced_to": until.to_iso(), "expired": moved.expired, "failed": moved.failed })
+        }
+        SandboxCommand::Trigger { event_type, user_id } => trigger(&service, event_type, user_id)?,
     };
     print_json(&output)
+}
+
+/// `sandbox trigger`: a fresh order of the newest active sandbox key (of `user_id`),
+/// driven by simulated payments until it emits `wanted`; the order and its events.
+fn trigger(service: &Service, wanted: EventTypeArg, user_id: Option<i64>) -> CliResult<Value> {
+    let mut keys: Vec<_> = service
+        .list_keys()
+        .map_err(fail)?
+        .into_iter()
+        .filter(|key| key.environment == Environment::Sandbox && key.status == coinorder::KeyStatus::Active)
+        .filter(|key| user_id.is_none_or(|user| key.user_id == user))
+        .collect();
+    keys.sort_by_key(|key| key.created_at_ms);
+    let Some(key) = keys.pop() else {
+        let whose = user_id.map_or(String::new(), |user| format!(" of user {user}"));
+        return Err(format!(
+            "no active sandbox key{whose} to own the order: create one with `coinorder keys create --user-id {}`",
+            user_id.unwrap_or(1)
+        ));
+    };
+    let merchant = Merchant { key_id: key.id.clone(), user_id: key.user_id, environment: Environment::Sandbox };
+    let request = coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: Decimal::new(1999, 2),
+        title: Some(format!("sandbox trigger {}", wanted.name())),
+        ..Default::default()
+    };
+    let order_id = service.create_order(&merchant, &request).map_err(fail)?.order.order.order_id;
+    let pay = |amount, confirmed| SimulateAction::Pay { amount, confirmed };
+    let steps: Vec<SimulateAction> = match wanted {
+        EventTypeArg::Pending => vec![SimulateAction::Partial { amount: None }],
+        EventTypeArg::Paid => vec![pay(None, true)],
+        EventTypeArg::Failed => vec![pay(None, false), SimulateAction::Reject],
+        EventTypeArg::Cancelled => vec![SimulateAction::Cancel],
+        EventTypeArg::Expired => vec![SimulateAction::Expire],
+        EventTypeArg::PaidLate => vec![SimulateAction::Expire, pay(None, true)],
+    };
+    for step in &steps {
+        service.simulate(&order_id, step).map_err(fail)?;
+    }
+    let events = service.order_events(&order_id).map_err(fail)?;
+    if !events.iter().any(|event| event.event_type.as_str() == wanted.name()) {
+        return Err(format!("order {order_id} did not emit {} (a bug: please report it)", wanted.name()));
+    }
+    let mut value = render::host_order(&service.order(&order_id).map_err(fail)?);
+    value["events"] = events.iter().map(render::event).collect();
+    Ok(value)
 }
 
 /// `payments`: the host's chain watcher by hand, in either environment.
-fn payments(db: &Path, command: PaymentsCommand) -> CliResult<()> {
-    let env = match &command {
-        PaymentsCommand::Record { env, .. }
-        | PaymentsCommand::Confirm { env, .. }
-        | PaymentsCommand::Reject { env, .. }
-        | PaymentsCommand::List { env, .. } => *env,
-    };
-    let service = open_existing(db, Config::new(env.into()))?;
+fn payments(ctx: &Ctx, command: PaymentsCommand) -> CliResult<()> {
+    let service = ctx.open_existing()?;
     let output = match command {
-        PaymentsCommand::Record { order_id, txid, amount, unconfirmed, .. } => {
-            render::payment_outcome(&service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(fail)?)
+        PaymentsCommand::Record { order_id, txid, amount, unconfirmed } => render::payment_outcome(
+            &service.record_payment(&order_id, &txid, amount, !unconfirmed).map_err(|e| ctx.explain(e, &order_id))?,
+        ),
+        PaymentsCommand::Confirm { txid } => {
+            render::payment_outcome(&service.confirm_payment(&txid).map_err(|e| ctx.explain(e, &txid))?)
         }
-        PaymentsCommand::Confirm { txid, .. } => {
-            render::payment_outcome(&service.confirm_payment(&txid).map_err(fail)?)
+        PaymentsCommand::Reject { txid } => {
+            render::payment_outcome(&service.reject_payment(&txid).map_err(|e| ctx.explain(e, &txid))?)
         }
-        PaymentsCommand::Reject { txid, .. } => render::payment_outcome(&service.reject_payment(&txid).map_err(fail)?),
-        PaymentsCommand::List { order_id, .. } => {
-            Value::Array(service.order_payments(&order_id).map_err(fail)?.iter().map(render::payment).collect())
+        PaymentsCommand::List { order_id, output } => {
+            let payments = service.order_payments(&order_id).map_err(|e| ctx.explain(e, &order_id))?;
+            return print_rows(
+                &payments.iter().map(render::payment).collect(),
+                output.format,
+                &[
+                    ("TXID", "/txid"),
+                    ("AMOUNT", "/amount"),
+                    ("COIN", "/currency"),
+                    ("STATE", "/state"),
+                    ("COUNTS", "/counts"),
+                    ("SEEN", "/seen_at"),
+                    ("SETTLED", "/settled_at"),
+                ],
+            );
         }
     };
     print_json(&output)
 }
 
-/// What is still due on an order (see `Service::amount_due`); an error when nothing is.
-fn orders(db: &Path, command: OrdersCommand) -> CliResult<()> {
-    let env = match &command {
-        OrdersCommand::Show { env, .. } | OrdersCommand::MarkPaid { env, .. } | OrdersCommand::Cancel { env, .. } => {
-            *env
-        }
-    };
-    let service = open_existing(db, Config::new(env.into()))?;
+fn orders(ctx: &Ctx, command: OrdersCommand) -> CliResult<()> {
+    let service = ctx.open_existing()?;
     let output = match command {
-        OrdersCommand::Show { order_id, .. } => {
-            let mut value = render::host_order(&service.order(&order_id).map_err(fail)?);
+        OrdersCommand::List { status, user_id, since, limit, output } => {
+            let query = HostOrderQuery { status: status.map(OrderStatus::from), user_id, since, limit };
+            let orders = service.host_orders(&query).map_err(fail)?;
+            let rows: Value = orders.iter().map(render::host_order_summary).collect();
+            return print_rows(
+                &rows,
+                output.format,
+                &[
+                    ("CREATED", "/created_at"),
+                    ("ORDER", "/order_id"),
+                    ("USER", "/user_id"),
+                    ("STATUS", "/status"),
+                    ("PRICE", "/price_amount"),
+                    ("", "/price_currency"),
+                    ("MERCHANT ORDER", "/merchant_order_id"),
+                    ("TITLE", "/title"),
+                ],
+            );
+        }
+        OrdersCommand::Show { order_id } => {
+            let mut value = render::host_order(&service.order(&order_id).map_err(|e| ctx.explain(e, &order_id))?);
             let payments = service.order_payments(&order_id).map_err(fail)?;
             let events = service.order_events(&order_id).map_err(fail)?;
             value["payments"] = payments.iter().map(render::payment).collect();
             value["events"] = events.iter().map(render::event).collect();
             value
         }
-        OrdersCommand::MarkPaid { order_id, .. } => render::host_order(&service.mark_paid(&order_id).map_err(fail)?),
-        OrdersCommand::Cancel { order_id, .. } => {
-            let current = service.order(&order_id).map_err(fail)?;
+        OrdersCommand::MarkPaid { order_id } => {
+            render::host_order(&service.mark_paid(&order_id).map_err(|e| ctx.explain(e, &order_id))?)
+        }
+        OrdersCommand::Cancel { order_id } => {
+            let current = service.order(&order_id).map_err(|e| ctx.explain(e, &order_id))?;
             // The host acts for the order's own merchant.
             let merchant = Merchant {
                 key_id: current.order.key_id.clone(),

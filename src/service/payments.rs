@@ -34,6 +34,27 @@ impl Service {
             .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
     }
 
+    /// Orders of this service's environment of any merchant (or one, `user_id`), newest
+    /// first: for the host's operators (`coinorder orders list`), not for merchants.
+    pub fn host_orders(&self, query: &crate::HostOrderQuery) -> Result<Vec<crate::Order>> {
+        if query.limit == 0 || query.limit > crate::HOST_LIST_MAX_LIMIT {
+            return Err(Error::invalid(
+                "limit",
+                format!("must be an integer from 1 to {}", crate::HOST_LIST_MAX_LIMIT),
+            ));
+        }
+        let since = query.since.map_or(i64::MIN, Timestamp::as_millis);
+        self.store
+            .read(|db| db.host_orders(self.environment(), query.user_id, query.status, since, i64::from(query.limit)))
+    }
+
+    /// The payment with transaction id `txid` in this environment, or `PAYMENT_NOT_FOUND`.
+    pub fn payment(&self, txid: &str) -> Result<Payment> {
+        self.store
+            .read(|db| db.payment_by_txid(self.environment(), txid))?
+            .ok_or_else(|| Error::new(ErrorKind::PaymentNotFound(txid.to_string())))
+    }
+
     /// Every event of an order, by sequence.
     pub fn order_events(&self, order_id: &str) -> Result<Vec<Event>> {
         let order_id = self.order(order_id)?.order.order_id;

@@ -270,6 +270,9 @@ dispatch! {
     fn orders_due_for_expiry(environment: Environment, now: i64, limit: i64) -> Result<Vec<String>>;
     /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).
     fn list_orders(user_id: i64, environment: Environment, status: Option<OrderStatus>, limit: i64, offset: i64) -> Result<Vec<Order>>;
+    /// Orders of `environment` for the host, of any merchant or of `user_id`'s, in
+    /// `status` if given, created at or after `since_ms`; newest first, at most `limit`.
+    fn host_orders(environment: Environment, user_id: Option<i64>, status: Option<OrderStatus>, since_ms: i64, limit: i64) -> Result<Vec<Order>>;
 
     // API keys (`keys.rs`).
 

@@ -213,6 +213,24 @@ impl PgConn {
     // order_id is a lowercase hyphenated UUID, so its order is the same under any
     // collation as under SQLite's BINARY one; no COLLATE "C", which would keep the
     // orders_by_merchant indexes from giving the order.
+    pub(crate) fn host_orders(
+        &self,
+        environment: Environment,
+        user_id: Option<i64>,
+        status: Option<OrderStatus>,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Order>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders o
+             WHERE o.environment = $1 AND ($2::BIGINT IS NULL OR o.user_id = $2)
+               AND ($3::TEXT IS NULL OR o.status = $3) AND o.created_at >= $4
+             ORDER BY o.created_at DESC, o.order_id DESC LIMIT $5"
+        );
+        let status = status.map(OrderStatus::as_str);
+        self.query(&sql, &[&environment.as_str(), &user_id, &status, &since_ms, &limit], rows::order)
+    }
+
     pub(crate) fn list_orders(
         &self,
         user_id: i64,

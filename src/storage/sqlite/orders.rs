@@ -171,6 +171,28 @@ impl SqliteConn<'_> {
         )
     }
 
+    pub(crate) fn host_orders(
+        &self,
+        environment: Environment,
+        user_id: Option<i64>,
+        status: Option<OrderStatus>,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Order>> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders o
+             WHERE o.environment = :environment AND (:user_id IS NULL OR o.user_id = :user_id)
+               AND (:status IS NULL OR o.status = :status) AND o.created_at >= :since
+             ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit"
+        );
+        self.query(
+            &sql,
+            named_params! {":environment": environment.as_str(), ":user_id": user_id,
+            ":status": status.map(OrderStatus::as_str), ":since": since_ms, ":limit": limit},
+            rows::order,
+        )
+    }
+
     pub(crate) fn list_orders(
         &self,
         user_id: i64,
