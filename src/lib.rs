@@ -83,7 +83,7 @@ pub use rates::RateSource;
 pub use secrets::SecretString;
 #[cfg(feature = "server")]
 pub use server::{Server, ServerHandle, ServerLimits};
-pub use service::Service;
+pub use service::{EventFollower, Service, SignedWebhook};
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};

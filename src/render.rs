@@ -244,6 +244,15 @@ pub fn event_payload(
 // These shapes are not part of the spec's HTTP API; they carry what only the host (never
 // an API client) may see, and every surface that shows them (CLI, C, Python) uses these.
 
+/// An event with its order id and its exact webhook payload (parsed), as `coinorder
+/// events tail` prints it.
+pub fn event_with_payload(event: &Event) -> Value {
+    let mut value = self::event(event);
+    value["order_id"] = Value::from(event.order_id.as_str());
+    value["payload"] = serde_json::from_str(&event.payload).unwrap_or_else(|_| Value::from(event.payload.as_str()));
+    value
+}
+
 /// An order as the host lists it (`coinorder orders list`): its merchant, state, price
 /// and times, without the invoice.
 pub fn host_order_summary(order: &Order) -> Value {

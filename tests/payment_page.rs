@@ -2,14 +2,16 @@
 //! `GET /pay?id=` (self-contained HTML: escaped merchant text, amounts, address, inline
 //! SVG QR code, countdown from the service clock, sandbox controls), `GET /pay/status`
 //! (public fields only), `POST /pay/cancel` and `POST /pay/simulate` (sandbox only), the
-//! redirect to callback_url on PAID/CANCELLED, and the not-found page.
+//! redirect to callback_url on PAID/CANCELLED, and the not-found page; the network named
+//! for each coin, the QR code of what is still due, the receipt and "Back to the shop" of
+//! a PAID order, the Cancel confirmation and the hint on an EXPIRED order.
 //! The real-browser flow lives in `tests/browser/` (`scripts/test-browser`).
 
 mod common;
 
 use std::sync::Arc;
 
-use coinorder::{AddressSource, DepositAddress, Environment, Timestamp, WireRequest, WireResponse};
+use coinorder::{payment_uri_for, AddressSource, DepositAddress, Environment, Timestamp, WireRequest, WireResponse};
 use common::*;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
@@ -22,18 +24,24 @@ const PUBLIC_FIELDS: &[&str] = &[
     "status",
     "price_amount",
     "price_currency",
+    "price_text",
     "pay_amount",
     "pay_currency",
+    "network",
     "due_amount",
+    "due_payment_uri",
     "address",
     "payment_uri",
     "receive_amount",
     "receive_currency",
+    "receive_text",
     "expired_at",
     "expired_at_t",
     "now_t",
     "sandbox",
     "redirect_url",
+    "receipt",
+    "return_url",
 ];
 
 const CALLBACK: &str = "https://shop.example/return?ref=A-7";
@@ -292,7 +300,8 @@ fn partial_and_unconfirmed_payments_show_what_is_due() {
     assert_eq!(text_of(&body, "status"), "Partly paid");
     assert_eq!(text_of(&body, "amount-label"), "Amount still due");
     assert_eq!(text_of(&body, "crypto-amount"), due.to_string());
-    assert!(tag(&body, "pay-panel").contains("class=\"pay no-qr\""), "the full-amount QR is hidden");
+    assert!(tag(&body, "pay-panel").contains("class=\"pay\""), "the QR code, of what is due, is shown");
+    assert!(tag(&body, "qr").contains(&format!("data-amount=\"{due}\"")));
     assert!(!is_hidden(&body, "received"));
     assert_eq!(text_of(&body, "received-amount"), "5.00 of 10.00 USD");
     assert!(is_hidden(&body, "cancel"), "a PENDING order cannot be cancelled");
@@ -327,6 +336,27 @@ fn an_expired_order_shows_expired_and_no_controls() {
     assert_eq!(text_of(&body, "countdown"), "00:00");
     assert!(is_hidden(&body, "pay-panel") && is_hidden(&body, "simulate-pay") && is_hidden(&body, "cancel"));
     assert_error(&post(&h, &format!("/pay/cancel?id={id}")), 400, "ORDER_STATE_INVALID");
+}
+
+#[test]
+fn an_expired_order_tells_a_customer_who_already_paid_what_to_do() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10}));
+    assert!(is_hidden(&html(&h, &id), "expired-help"), "no such hint while the order is open");
+    h.clock.advance_ms(THIRTY_MIN_MS + 1);
+    h.svc.expire_due(Timestamp(T0_MS + THIRTY_MIN_MS + 1)).expect("expire");
+    let body = html(&h, &id);
+    assert!(!is_hidden(&body, "expired-help"));
+    let help = text_of(&body, "expired-help");
+    for phrase in [
+        "Already sent the coins?",
+        "do not send them again",
+        "Contact the merchant with your transaction ID (txid)",
+        "still recorded, and the merchant can accept it",
+    ] {
+        assert!(help.contains(phrase), "{phrase:?} in {help:?}");
+    }
+    assert_eq!(text_of(&body, "order-id"), id, "the order number the hint refers to");
 }
 
 #[test]
@@ -501,4 +531,250 @@ fn the_page_is_served_at_the_path_of_the_configured_payment_page_url_too() {
     assert_eq!(created["status"], json!(201));
     let resp = h.svc.handle(&WireRequest::new("GET", "/v1/orders/status?id=x").header("x-api-key", &h.key));
     assert_eq!(resp.json()["error_code"], "ORDER_NOT_VALID", "{}", text(&resp));
+}
+
+#[derive(Debug)]
+struct TokenWallet;
+
+impl AddressSource for TokenWallet {
+    fn deposit_address(&self, order_id: &str, currency: &str, _amount: Decimal) -> Result<DepositAddress, String> {
+        let address = match currency {
+            "BTC" => format!("bc1qlivewallet{}", &order_id[..8]),
+            _ => "0x2222222222222222222222222222222222222222".to_string(),
+        };
+        Ok(DepositAddress { address, payment_uri: None })
+    }
+}
+
+/// Every coin an order may be paid in (the page names the others too: see the unit tests).
+#[test]
+fn every_coin_names_the_network_to_send_on() {
+    let h = harness();
+    for (coin, network) in [
+        ("BTC", "Bitcoin testnet"),
+        ("ETH", "Sepolia test network"),
+        ("USDT", "Sepolia test network (ERC-20)"),
+        ("USDC", "Sepolia test network (ERC-20)"),
+    ] {
+        let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": coin}));
+        let body = html(&h, &id);
+        assert_eq!(text_of(&body, "network"), network, "{coin}");
+        assert!(text_of(&body, "network-note").starts_with(&format!("Send {coin} on this network only")), "{coin}");
+        assert_eq!(status(&h, &id)["network"], json!(network), "{coin}");
+    }
+
+    let live = harness_with(Environment::Live, |config| config.address_source = Some(Arc::new(TokenWallet)));
+    for (coin, network) in [
+        ("BTC", "Bitcoin"),
+        ("ETH", "Ethereum mainnet"),
+        ("USDT", "Ethereum mainnet (ERC-20)"),
+        ("USDC", "Ethereum mainnet (ERC-20)"),
+    ] {
+        live.svc.set_rate(coin, "USD", Decimal::from(1_000), None).expect("rate");
+        let id = create(&live, json!({"currency": "USD", "amount": 10, "pay_currency": coin}));
+        assert_eq!(text_of(&html(&live, &id), "network"), network, "{coin}");
+        assert_eq!(status(&live, &id)["network"], json!(network), "{coin}");
+    }
+}
+
+fn simulate(h: &Harness, id: &str, body: &str) {
+    let resp = h
+        .svc
+        .handle(&WireRequest::new("POST", &format!("/v1/orders/{id}/simulate")).header("x-api-key", &h.key).body(body));
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+}
+
+/// The `d` of the QR code's path: what it encodes, drawn.
+fn qr_path(html: &str) -> &str {
+    let at = html.find("<path ").expect("QR path");
+    let d = at + html[at..].find(" d=\"").expect("d") + 4;
+    &html[d..d + html[d..].find('"').expect("end of d")]
+}
+
+#[test]
+fn after_a_partial_payment_the_qr_code_asks_for_what_is_still_due() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+    let before = html(&h, &id);
+    let invoice_uri = status(&h, &id)["payment_uri"].as_str().expect("uri").to_string();
+    assert!(tag(&before, "qr").contains(&format!("data-payment-uri=\"{}\"", invoice_uri.replace('&', "&amp;"))));
+    simulate(&h, &id, r#"{"action":"partial"}"#);
+
+    let public = status(&h, &id);
+    let due = number(&public["due_amount"]);
+    let address = public["address"].as_str().expect("address");
+    // Built by the same function as the invoice's URI, for the amount due.
+    let due_uri = payment_uri_for(Environment::Sandbox, "USDT", address, due);
+    assert_eq!(public["due_payment_uri"], json!(due_uri));
+    assert!(due_uri.ends_with("&uint256=5000000"), "{due_uri}");
+    assert_ne!(due_uri, invoice_uri);
+    let body = html(&h, &id);
+    let escaped = due_uri.replace('&', "&amp;");
+    assert!(tag(&body, "qr").contains(&format!("data-payment-uri=\"{escaped}\"")), "{}", tag(&body, "qr"));
+    assert!(tag(&body, "qr").contains("data-amount=\"5\""));
+    assert!(tag(&body, "open-wallet").contains(&format!("href=\"{escaped}\"")));
+    assert!(tag(&body, "copy-amount").contains("data-copy=\"5\""));
+    assert_eq!(text_of(&body, "crypto-amount"), "5");
+    assert!(tag(&body, "pay-panel").contains("class=\"pay\""), "the QR code is shown");
+    assert_ne!(qr_path(&body), qr_path(&before), "a new QR code was drawn");
+}
+
+#[derive(Debug)]
+struct LabelWallet;
+
+impl AddressSource for LabelWallet {
+    fn deposit_address(&self, _order_id: &str, _currency: &str, amount: Decimal) -> Result<DepositAddress, String> {
+        Ok(DepositAddress {
+            address: "bc1qlabelwallet".into(),
+            payment_uri: Some(format!("bitcoin:bc1qlabelwallet?amount={amount}&label=Shop")),
+        })
+    }
+}
+
+#[test]
+fn a_uri_the_host_wrote_is_never_shown_for_the_wrong_amount() {
+    let h = harness_with(Environment::Live, |config| config.address_source = Some(Arc::new(LabelWallet)));
+    h.svc.set_rate("BTC", "USD", Decimal::from(50_000), None).expect("rate");
+    let id = create(&h, json!({"currency": "USD", "amount": 100, "pay_currency": "BTC"}));
+    assert_eq!(status(&h, &id)["due_payment_uri"], json!("bitcoin:bc1qlabelwallet?amount=0.002&label=Shop"));
+    h.svc.record_payment(&id, "tx-half", Decimal::new(1, 3), true).expect("payment");
+    let public = status(&h, &id);
+    assert_eq!(public["status"], "PENDING");
+    assert_eq!(public["due_payment_uri"], json!(""), "coinorder cannot rewrite the host's URI");
+    let body = html(&h, &id);
+    assert!(tag(&body, "pay-panel").contains("class=\"pay no-qr\""), "no QR code for the full amount");
+    assert!(!body.contains("id=\"open-wallet\""));
+    assert_eq!(text_of(&body, "crypto-amount"), "0.001");
+}
+
+#[test]
+fn a_paid_order_shows_a_receipt_of_its_confirmed_payments() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+    let open = status(&h, &id);
+    assert_eq!((open["receipt"].clone(), open["return_url"].clone()), (Value::Null, Value::Null));
+    assert!(is_hidden(&html(&h, &id), "receipt"));
+    h.svc.record_payment(&id, "tx-first-half", Decimal::from(4), true).expect("first");
+    h.clock.advance_ms(60_000);
+    h.svc.record_payment(&id, "tx-rest", Decimal::from(6), false).expect("rest, unconfirmed");
+    assert_eq!(status(&h, &id)["receipt"], Value::Null, "PENDING: no receipt yet");
+    h.clock.advance_ms(60_000);
+    h.svc.confirm_payment("tx-rest").expect("confirm");
+    let paid_at = Timestamp(T0_MS + 120_000);
+
+    let public = status(&h, &id);
+    assert_eq!(public["status"], "PAID");
+    assert_eq!(
+        public["receipt"],
+        json!({
+            "amount": "10",
+            "currency": "USDT",
+            "paid_at": paid_at.to_iso(),
+            "paid_at_t": paid_at.as_millis(),
+            "paid_at_text": "2026-11-22 05:53 UTC",
+            "payments": [{"txid": "tx-first-half", "amount": "4"}, {"txid": "tx-rest", "amount": "6"}],
+        })
+    );
+    let recorded: Vec<String> = h
+        .svc
+        .order_payments(&id)
+        .expect("payments")
+        .into_iter()
+        .filter(|p| p.state == coinorder::PaymentState::Confirmed)
+        .map(|p| p.txid)
+        .collect();
+    assert_eq!(recorded, ["tx-first-half", "tx-rest"]);
+
+    let body = html(&h, &id);
+    assert!(!is_hidden(&body, "receipt") && !is_hidden(&body, "result"));
+    assert_eq!(text_of(&body, "receipt-amount"), "10");
+    assert_eq!(text_of(&body, "receipt-currency"), "USDT");
+    assert_eq!(text_of(&body, "receipt-time"), "2026-11-22 05:53 UTC");
+    assert!(tag(&body, "receipt-time").contains(&format!("datetime=\"{}\"", paid_at.to_iso())));
+    assert_eq!(text_of(&body, "receipt-txids-label"), "Transaction IDs");
+    assert!(
+        body.contains("<li><code class=\"txid\">tx-first-half</code></li><li><code class=\"txid\">tx-rest</code></li>")
+    );
+    // No shop to go back to: the link is there for the script, hidden and without a target.
+    assert!(is_hidden(&body, "back-to-shop") && !tag(&body, "back-to-shop").contains("href="));
+}
+
+#[test]
+fn a_late_payment_accepted_by_the_merchant_is_on_the_receipt() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10, "pay_currency": "USDT"}));
+    h.clock.advance_ms(THIRTY_MIN_MS + 1);
+    h.svc.expire_due(h.svc.now()).expect("expire");
+    h.svc.record_payment(&id, "tx-late", Decimal::TEN, true).expect("late payment");
+    assert_eq!(status(&h, &id)["status"], "EXPIRED");
+    h.clock.advance_ms(5 * 60_000);
+    h.svc.mark_paid(&id).expect("mark paid");
+    let receipt = status(&h, &id)["receipt"].clone();
+    assert_eq!(receipt["payments"], json!([{"txid": "tx-late", "amount": "10"}]));
+    assert_eq!(receipt["paid_at_t"], json!(T0_MS + THIRTY_MIN_MS + 1 + 5 * 60_000), "when the merchant accepted it");
+}
+
+#[test]
+fn back_to_the_shop_prefers_the_success_url() {
+    let h = harness();
+    let cases = [
+        (
+            json!({"success_url": "https://shop.example/thanks?cart=9", "callback_url": CALLBACK}),
+            Some("https://shop.example/thanks?cart=9&order_id="),
+        ),
+        (json!({"callback_url": CALLBACK}), Some("https://shop.example/return?ref=A-7&order_id=")),
+        (json!({"cancel_url": "https://shop.example/cancelled"}), None),
+    ];
+    for (urls, expected) in cases {
+        let mut body = json!({"currency": "USD", "amount": 3, "webhook_url": WEBHOOK, "customer_email": EMAIL});
+        body.as_object_mut().expect("object").extend(urls.as_object().expect("urls").clone());
+        let id = create(&h, body);
+        assert_eq!(status(&h, &id)["return_url"], Value::Null, "{urls}: nothing before PAID");
+        let paid = post(&h, &format!("/pay/simulate?id={id}")).json();
+        let page = html(&h, &id);
+        match expected {
+            Some(prefix) => {
+                let url = paid["return_url"].as_str().unwrap_or_else(|| panic!("{urls}: return_url in {paid}"));
+                assert_eq!(url, format!("{prefix}{id}&status=PAID"), "{urls}");
+                assert!(!is_hidden(&page, "back-to-shop"), "{urls}");
+                assert!(tag(&page, "back-to-shop").contains(&format!("href=\"{}\"", url.replace('&', "&amp;"))));
+                assert_eq!(text_of(&page, "back-to-shop"), "Back to the shop");
+            }
+            None => {
+                assert_eq!(paid["return_url"], Value::Null, "{urls}");
+                assert!(is_hidden(&page, "back-to-shop"), "{urls}");
+            }
+        }
+        let raw = paid.to_string();
+        assert!(!raw.contains(WEBHOOK) && !raw.contains(EMAIL) && !page.contains(WEBHOOK) && !page.contains(EMAIL));
+    }
+}
+
+#[test]
+fn cancel_only_opens_a_confirmation_in_the_page() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 10}));
+    let body = html(&h, &id);
+    let cancel = tag(&body, "cancel");
+    assert!(
+        cancel.contains("aria-controls=\"cancel-confirm\"") && cancel.contains("aria-expanded=\"false\""),
+        "{cancel}"
+    );
+    let dialog = tag(&body, "cancel-confirm");
+    assert!(dialog.contains("role=\"alertdialog\"") && dialog.contains("aria-labelledby=\"cancel-confirm-title\""));
+    assert!(is_hidden(&body, "cancel-confirm"), "closed until Cancel is pressed");
+    assert_eq!(text_of(&body, "cancel-confirm-title"), "Cancel this payment?");
+    assert_eq!(text_of(&body, "cancel-yes"), "Yes, cancel payment");
+    assert_eq!(text_of(&body, "cancel-no"), "Keep paying");
+    assert!(!body.contains("confirm("), "no window.confirm");
+}
+
+#[test]
+fn the_style_has_focus_rings_reduced_motion_and_a_dark_theme() {
+    let h = harness();
+    let body = html(&h, &create(&h, json!({"currency": "USD", "amount": 10})));
+    assert!(body.contains("a:focus-visible,button:focus-visible{outline:3px solid var(--focus)"));
+    assert!(body.contains("@media (prefers-reduced-motion:reduce){\n*,*::before,*::after{animation:none!important;transition:none!important"));
+    assert!(body.contains("@media (prefers-color-scheme:dark){\n:root{--bg:#0b0f19;"));
+    assert!(body.contains("<meta name=\"color-scheme\" content=\"light dark\">"));
 }

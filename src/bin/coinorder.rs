@@ -169,6 +169,29 @@ enum Command {
     /// the due ones, e.g. from cron on a host that runs no `serve`.
     #[command(subcommand)]
     Emails(EmailsCommand),
+    /// Watch order events as they happen.
+    #[command(subcommand)]
+    Events(EventsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCommand {
+    /// Follow the environment's order events as they are written (by `serve`, the
+    /// library or other CLI commands) and print each, until Ctrl-C: one JSON object per
+    /// line, or a line of text with --format table.
+    ///
+    /// With --forward-to, also POST each event to that URL exactly as a webhook delivery
+    /// would (Standard Webhooks headers, signed with the webhook secret of the order's
+    /// key), so a receiver under development gets real, verifiable events; the answer's
+    /// status goes to stderr. This is a copy: the event's own delivery is unaffected.
+    Tail {
+        /// Where to POST each event (an http or https URL, e.g.
+        /// http://127.0.0.1:3000/webhooks).
+        #[arg(long, value_name = "URL", value_parser = parse_forward_url)]
+        forward_to: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
 }
 
 /// How a listing command prints its rows.
@@ -706,6 +729,7 @@ fn run(cli: Cli, db_given: bool) -> CliResult<()> {
         Command::Orders(command) => orders(&ctx, command),
         Command::Webhooks(command) => webhooks(&ctx, command),
         Command::Emails(command) => emails(&ctx, command),
+        Command::Events(EventsCommand::Tail { forward_to, output }) => tail_events(&ctx, forward_to, output.format),
     }
 }
 
@@ -1462,6 +1486,79 @@ fn emails(ctx: &Ctx, command: EmailsCommand) -> CliResult<()> {
         }
     };
     print_json(&output)
+}
+
+/// How often `events tail` looks for new events.
+const TAIL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long one forwarded POST of `events tail` may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An http(s) URL for `--forward-to`.
+fn parse_forward_url(text: &str) -> Result<String, String> {
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(text.to_string()),
+        Ok(_) => Err("must be an http:// or https:// URL with a host".to_string()),
+        Err(e) => Err(format!("not a URL ({e})")),
+    }
+}
+
+/// `events tail`: prints (and forwards) every event written from now on, until Ctrl-C.
+fn tail_events(ctx: &Ctx, forward_to: Option<String>, format: Format) -> CliResult<()> {
+    let service = ctx.open_existing()?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
+        .map_err(|e| format!("cannot install the signal handler: {e}"))?;
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().timeout_global(Some(FORWARD_TIMEOUT)).http_status_as_error(false).build().into();
+    let mut follower = service.follow_events(service.now());
+    let target = forward_to.as_deref().map_or(String::new(), |url| format!(", forwarding to {url}"));
+    eprintln!("coinorder: following {} events{target} (Ctrl-C to stop)", ctx.env);
+    while !stop.load(Ordering::SeqCst) {
+        for event in follower.poll(&service).map_err(fail)? {
+            let line = match format {
+                Format::Json => serde_json::to_string(&render::event_with_payload(&event))
+                    .map_err(|e| format!("cannot render JSON: {e}"))?,
+                Format::Table => format!(
+                    "{}  {}  {:<15}  {}  {} -> {}",
+                    event.created_at.to_iso(),
+                    event.event_id,
+                    event.event_type.as_str(),
+                    event.order_id,
+                    event.previous_status.as_str(),
+                    event.status.as_str()
+                ),
+            };
+            print_text(&line)?;
+            if let Some(url) = &forward_to {
+                eprintln!("coinorder: {}", forward(&service, &agent, url, &event));
+            }
+        }
+        std::thread::sleep(TAIL_INTERVAL);
+    }
+    Ok(())
+}
+
+/// POSTs `event` to `url` as its webhook delivery would; what happened, for the log.
+fn forward(service: &Service, agent: &ureq::Agent, url: &str, event: &coinorder::Event) -> String {
+    let signed = match service.signed_webhook(event) {
+        Ok(signed) => signed,
+        Err(e) => return format!("{} not forwarded: {e}", event.event_id),
+    };
+    let started = std::time::Instant::now();
+    let sent = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &signed.webhook_id)
+        .header("webhook-timestamp", &signed.timestamp.to_string())
+        .header("webhook-signature", &signed.signature)
+        .send(signed.body.as_bytes());
+    let took = started.elapsed().as_millis();
+    match sent {
+        Ok(response) => format!("{} -> {url}: {} in {took} ms", event.event_id, response.status().as_u16()),
+        Err(e) => format!("{} -> {url}: failed after {took} ms: {e}", event.event_id),
+    }
 }
 
 /// A `--limit` as a count (the parser bounds it far below `usize::MAX`).

@@ -3,6 +3,7 @@
 mod emails;
 mod payments;
 mod webhooks;
+pub use webhooks::{EventFollower, SignedWebhook};
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -297,3 +297,98 @@ impl Service {
         }
     }
 }
+
+/// How far back each [`EventFollower::poll`] looks again: an event's `created_at` is taken
+/// before its transaction commits, so one that commits late can appear behind events
+/// already read. Transactions end well within this (writes give up after the busy
+/// timeout).
+const FOLLOW_LOOKBACK_MS: i64 = 10_000;
+
+/// Events read per query while following.
+const FOLLOW_PAGE: i64 = 500;
+
+/// A webhook request for an event, as [`Service::deliver_due`] sends it: the Standard
+/// Webhooks headers and the exact body, signed with the webhook secret of the key that
+/// owns the order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedWebhook {
+    /// The `webhook-id` header: the event's id.
+    pub webhook_id: String,
+    /// The `webhook-timestamp` header: Unix seconds of the signing.
+    pub timestamp: i64,
+    /// The `webhook-signature` header (`v1,<base64>`).
+    pub signature: String,
+    /// The body, byte for byte as signed.
+    pub body: String,
+}
+
+/// Follows the events of one environment as they are written: each
+/// [`EventFollower::poll`] returns those not returned before, oldest first. What
+/// `coinorder events tail` and `serve`'s event log are made of.
+#[derive(Debug, Clone)]
+pub struct EventFollower {
+    /// Events created before this are never returned.
+    from_ms: i64,
+    /// The newest `created_at` seen so far.
+    newest_ms: i64,
+    /// Ids returned within the look-back window, with their `created_at`.
+    seen: std::collections::HashMap<String, i64>,
+}
+
+impl EventFollower {
+    /// The events written since the last poll (since `from`, the first time), oldest
+    /// first.
+    pub fn poll(&mut self, service: &Service) -> Result<Vec<crate::Event>> {
+        let environment = service.environment();
+        let mut since = self.from_ms.max(self.newest_ms.saturating_sub(FOLLOW_LOOKBACK_MS));
+        let mut fresh = Vec::new();
+        loop {
+            let page = service.store.read(|db| db.events_since(environment, since, FOLLOW_PAGE))?;
+            let full = i64::try_from(page.len()).is_ok_and(|n| n == FOLLOW_PAGE);
+            let last = page.last().map(|event| event.created_at.as_millis());
+            for event in page {
+                let created = event.created_at.as_millis();
+                if self.seen.insert(event.event_id.clone(), created).is_none() {
+                    self.newest_ms = self.newest_ms.max(created);
+                    fresh.push(event);
+                }
+            }
+            // A full page ending later than it began: read on from there (a millisecond
+            // with more events than a page would repeat, so it stops).
+            match last {
+                Some(last) if full && last > since => since = last,
+                _ => break,
+            }
+        }
+        let horizon = self.newest_ms.saturating_sub(FOLLOW_LOOKBACK_MS);
+        self.seen.retain(|_, created| *created >= horizon);
+        fresh.sort_by(|a, b| (a.created_at, &a.event_id).cmp(&(b.created_at, &b.event_id)));
+        Ok(fresh)
+    }
+}
+
+impl Service {
+    /// A follower of this environment's events written from `from` on (see
+    /// [`EventFollower`]).
+    pub fn follow_events(&self, from: crate::Timestamp) -> EventFollower {
+        EventFollower { from_ms: from.as_millis(), newest_ms: from.as_millis(), seen: Default::default() }
+    }
+
+    /// `event` as the webhook request delivery sends, signed now with the current
+    /// webhook secret of the key that owns its order: for relaying an event elsewhere
+    /// (`coinorder events tail --forward-to`). An error when that key is gone.
+    pub fn signed_webhook(&self, event: &crate::Event) -> Result<SignedWebhook> {
+        let key_id = self.order(&event.order_id)?.order.key_id;
+        let Some((_, sealed_secret)) = self.store.read(|db| db.signing_key(&key_id))? else {
+            return Err(Error::new(ErrorKind::Config(format!(
+                "the key {key_id} of order {} is deleted: nothing to sign its events with",
+                event.order_id
+            ))));
+        };
+        let secret = self.secrets.open(&sealed_secret)?;
+        let timestamp = self.now().as_millis().div_euclid(1000);
+        let signature = signature::sign(secret.expose(), &event.event_id, timestamp, event.payload.as_bytes())
+            .map_err(|e| Error::new(ErrorKind::Internal(format!("cannot sign: {e}"))))?;
+        Ok(SignedWebhook { webhook_id: event.event_id.clone(), timestamp, signature, body: event.payload.clone() })
+    }
+}

@@ -319,6 +319,9 @@ dispatch! {
     fn insert_event(event: &Event) -> Result<()>;
     /// The order's events in sequence order.
     fn events_for_order(order_id: &str) -> Result<Vec<Event>>;
+    /// Events of `environment` created at or after `since_ms`, oldest first (then by
+    /// id), at most `limit`.
+    fn events_since(environment: Environment, since_ms: i64, limit: i64) -> Result<Vec<Event>>;
     /// The event with that id, if any.
     fn event_by_id(event_id: &str) -> Result<Option<Event>>;
     /// Sets a host rate, replacing the one for the same pair.

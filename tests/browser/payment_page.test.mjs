@@ -1,230 +1,40 @@
-// End-to-end test of the hosted payment page in a real headless browser.
-//
-// Starts `coinorder serve --env sandbox` on a free loopback port, creates an API key
-// with the CLI, runs a tiny merchant site (the callback_url target) on another loopback
-// port, creates orders through the HTTP API and drives Debian's Chromium with
-// playwright-core (executablePath; no browser download):
+// End-to-end test of the hosted payment page in a real headless browser (set-up in
+// harness.mjs: serve --env sandbox, a merchant site, Debian's Chromium via playwright-core):
 //   1. "Simulate payment" ends on the merchant's callback_url with status=PAID;
-//   2. "Cancel" ends on the callback_url with status=CANCELLED (hostile title shown as text);
+//   2. "Cancel", confirmed, ends on the callback_url with status=CANCELLED (hostile title
+//      shown as text);
 //   3. without a callback_url the page shows "Paid ✓" in place (phone viewport, buttons
 //      disabled while the request is in flight, no horizontal overflow);
 //   4. an error from the server (cancelling an order paid in part elsewhere) is shown in
-//      the page, which then catches up (PENDING, amount received) and is paid in full;
+//      the page, which then catches up (PENDING, amount received, QR code of what is due)
+//      and is paid in full;
 //   5. an unconfirmed payment shows the wait; the confirmation, made elsewhere, is picked up
 //      by the page's polling, which then redirects to the callback_url with status=PAID;
 //   6. an unknown order id gets the styled 404 page.
+// trust.test.mjs covers networks, the QR code of what is due, receipts, the Cancel
+// confirmation, focus, motion and colour preferences, expired orders and axe-core.
 // Screenshots go to test-output/ (gitignored); docs/payment-page.png is written once
 // (or again with UPDATE_SCREENSHOT=1).
-//
-// Environment: COINORDER_BIN (default target/debug/coinorder, built here with cargo),
-// CHROMIUM_PATH (default /usr/bin/chromium), COINORDER_SKIP_BUILD=1 to skip the build.
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
-import http from "node:http";
-import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import {
+  DOCS_SHOT,
+  STEP_MS,
+  TEST_MS,
+  api,
+  createOrder,
+  getOrder,
+  newPage,
+  ready,
+  saveShot,
+  setupSuite,
+  state,
+} from "./harness.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
-const BIN = process.env.COINORDER_BIN || path.join(ROOT, "target", "debug", "coinorder");
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const OUT = path.join(ROOT, "test-output");
-const DOCS_SHOT = path.join(ROOT, "docs", "payment-page.png");
-const STEP_MS = 15_000; // any single browser wait
-const TEST_MS = 60_000; // any single test
-
-const state = { tmp: null, server: null, serverLog: "", base: null, key: null, merchant: null, hits: [], context: null };
-
-/** Resolves with the first stdout line matching `pattern`, or rejects after `ms`. */
-function waitForLine(child, pattern, ms) {
-  return new Promise((resolve, reject) => {
-    let buffer = "";
-    const timer = setTimeout(() => done(new Error(`no line matching ${pattern} within ${ms} ms; output:\n${state.serverLog}`)), ms);
-    const onData = (chunk) => {
-      buffer += chunk;
-      let newline;
-      while ((newline = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + 1);
-        const match = pattern.exec(line);
-        if (match) return done(null, match);
-      }
-    };
-    const onExit = (code) => done(new Error(`server exited (${code}) before listening; output:\n${state.serverLog}`));
-    function done(error, match) {
-      clearTimeout(timer);
-      child.stdout.off("data", onData);
-      child.off("exit", onExit);
-      if (error) reject(error);
-      else resolve(match);
-    }
-    child.stdout.on("data", onData);
-    child.on("exit", onExit);
-  });
-}
-
-/** Runs the CLI to completion (bounded) and returns its stdout. */
-function cli(args) {
-  const run = spawnSync(BIN, args, { encoding: "utf8", timeout: 20_000 });
-  assert.equal(run.status, 0, `coinorder ${args.join(" ")} failed: ${run.error || ""}\n${run.stdout}\n${run.stderr}`);
-  return run.stdout;
-}
-
-/** An HTTP call to the service with a bounded time. */
-async function api(method, pathAndQuery, body) {
-  const headers = { "x-api-key": state.key };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(state.base + pathAndQuery, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const text = await response.text();
-  let json = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    /* not JSON; the assertions below show the text */
-  }
-  return { status: response.status, json, text };
-}
-
-async function createOrder(fields) {
-  const res = await api("POST", "/v1/orders", { currency: "USD", amount: 25, ...fields });
-  assert.equal(res.status, 201, `create order: ${res.text}`);
-  assert.ok(res.json.payment_url, `payment_url in ${res.text}`);
-  return { id: res.json.data.order_id, url: res.json.payment_url };
-}
-
-async function getOrder(id) {
-  const res = await api("GET", `/v1/orders/${id}`);
-  assert.equal(res.status, 200, `get order: ${res.text}`);
-  return res.json;
-}
-
-/** A fresh page; every request it makes must stay on the service or the merchant site. */
-async function newPage(viewport) {
-  const page = await state.context.newPage();
-  page.setDefaultTimeout(STEP_MS);
-  page.setDefaultNavigationTimeout(STEP_MS);
-  await page.setViewportSize(viewport);
-  const foreign = [];
-  const errors = [];
-  page.on("request", (request) => {
-    const url = request.url();
-    if (!url.startsWith(state.base) && !url.startsWith(state.merchant) && !url.startsWith("data:")) foreign.push(url);
-  });
-  page.on("pageerror", (error) => errors.push(String(error)));
-  page.on("console", (message) => {
-    if (message.type() === "error" && !/Failed to load resource|ERR_FAILED/.test(message.text())) errors.push(message.text());
-  });
-  return { page, foreign, errors };
-}
-
-function saveShot(buffer, name) {
-  fs.mkdirSync(OUT, { recursive: true });
-  fs.writeFileSync(path.join(OUT, name), buffer);
-}
-
-// Every test checks the setup first, so a failed setup shows its real cause in each test.
-function ready() {
-  if (state.setupError) throw state.setupError;
-  assert.ok(state.base && state.key && state.context, "setup did not finish");
-}
-
-before(async () => {
-  try {
-    await setUp();
-  } catch (error) {
-    state.setupError = error;
-    throw error;
-  }
-}, { timeout: 17 * 60_000 });
-
-async function setUp() {
-  if (process.env.COINORDER_SKIP_BUILD !== "1" && !process.env.COINORDER_BIN) {
-    const build = spawnSync("cargo", ["build", "--quiet", "--bin", "coinorder"], {
-      cwd: ROOT,
-      stdio: ["ignore", "inherit", "inherit"],
-      timeout: 15 * 60_000,
-    });
-    assert.equal(build.status, 0, `cargo build failed: ${build.error || ""}`);
-  }
-  assert.ok(fs.existsSync(BIN), `no coinorder binary at ${BIN}`);
-  assert.ok(fs.existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (apt-get install -y chromium)`);
-
-  state.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "coinorder-browser-"));
-  // scripts/test-browser's second pass names a PostgreSQL database here instead.
-  const db = process.env.COINORDER_TEST_DB || path.join(state.tmp, "t.db");
-
-  state.server = spawn(BIN, ["--db", db, "serve", "--env", "sandbox", "--addr", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  state.server.stdout.setEncoding("utf8");
-  state.server.stderr.setEncoding("utf8");
-  state.server.stdout.on("data", (chunk) => (state.serverLog += chunk));
-  state.server.stderr.on("data", (chunk) => (state.serverLog += chunk));
-  const match = await waitForLine(state.server, /^coinorder listening on (http:\/\/\S+) \(sandbox\)$/, 20_000);
-  state.base = match[1];
-
-  const created = JSON.parse(cli(["--db", db, "keys", "create", "--user-id", "1", "--env", "sandbox"]));
-  assert.match(created.key, /^test_/);
-  state.key = created.key;
-
-  // The merchant's site: the callback_url the payment page sends the customer back to.
-  state.merchantServer = http.createServer((request, response) => {
-    state.hits.push(request.url);
-    response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
-    response.end("<!doctype html><title>Merchant shop</title><h1>Thanks for shopping with us</h1>");
-  });
-  await new Promise((resolve, reject) => {
-    state.merchantServer.once("error", reject);
-    state.merchantServer.listen(0, "127.0.0.1", resolve);
-  });
-  state.merchant = `http://127.0.0.1:${state.merchantServer.address().port}`;
-
-  state.context = await chromium.launchPersistentContext(path.join(state.tmp, "chromium-profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    timeout: 30_000,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-}
-
-after(async () => {
-  // Each step is bounded so that a wedged browser or server cannot keep the run alive.
-  const bounded = (promise, ms) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
-  if (state.context) await bounded(state.context.close().catch(() => {}), 10_000);
-  if (state.merchantServer) {
-    state.merchantServer.closeAllConnections?.();
-    await bounded(new Promise((resolve) => state.merchantServer.close(resolve)), 5_000);
-  }
-  const server = state.server;
-  if (server && server.exitCode === null && server.signalCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve));
-    server.kill("SIGTERM");
-    await bounded(exited, 12_000);
-    if (server.exitCode === null && server.signalCode === null) {
-      server.kill("SIGKILL");
-      await bounded(exited, 5_000);
-    }
-  }
-  if (state.tmp) fs.rmSync(state.tmp, { recursive: true, force: true });
-}, { timeout: 60_000 });
+setupSuite();
 
 test("Simulate payment ends on the callback_url with status=PAID", { timeout: TEST_MS }, async () => {
   ready();
@@ -310,9 +120,12 @@ test("Cancel ends on the callback_url with status=CANCELLED; the title is shown 
   assert.equal(await page.locator("h1 script, h1 img").count(), 0);
   assert.equal(await page.getByTestId("fiat-amount").innerText(), "12.00 USD");
 
+  // Cancel asks first; the confirmation's "Yes" cancels.
+  await page.getByTestId("cancel").click();
+  await page.getByTestId("cancel-confirm").waitFor({ state: "visible" });
   await Promise.all([
     page.waitForURL((url) => url.href.startsWith(`${state.merchant}/shop/cancelled`), { timeout: STEP_MS }),
-    page.getByTestId("cancel").click(),
+    page.getByTestId("cancel-yes").click(),
   ]);
   const landed = new URL(page.url());
   assert.equal(landed.searchParams.get("order_id"), order.id);
@@ -378,6 +191,7 @@ test("a refused action shows the server's error; the page catches up with a part
   assert.equal(await page.getByTestId("status").getAttribute("data-status"), "NEW");
 
   await page.getByTestId("cancel").click();
+  await page.getByTestId("cancel-yes").click();
   await page.getByTestId("error").waitFor({ state: "visible" });
   assert.equal(await page.getByTestId("error").getAttribute("data-error-code"), "ORDER_STATE_INVALID");
   assert.ok((await page.getByTestId("error").innerText()).length > 0);
@@ -392,7 +206,11 @@ test("a refused action shows the server's error; the page catches up with a part
   assert.match(await page.getByTestId("received").innerText(), /^Received so far: 2\.50 of 5\.00 USD$/);
   assert.equal(await page.locator("#amount-label").innerText(), "Amount still due");
   assert.equal(await page.getByTestId("crypto-amount").innerText(), "2.5", "half of 5 USDT is still due");
-  assert.equal(await page.getByTestId("qr").isVisible(), false, "the full-amount QR code is hidden once part is paid");
+  // The QR code now asks for what is due (2.5 USDT = 2500000 base units), not the invoice.
+  await page.waitForFunction(() => /uint256=2500000$/.test(document.getElementById("qr").dataset.paymentUri), null, {
+    timeout: STEP_MS,
+  });
+  assert.equal(await page.getByTestId("qr").isVisible(), true, "the QR code of what is due is shown");
   assert.equal(await page.getByTestId("cancel").isVisible(), false);
   saveShot(await page.screenshot({ fullPage: true }), "payment-page-pending.png");
 

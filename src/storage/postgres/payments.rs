@@ -103,6 +103,14 @@ impl PgConn {
         self.query(&sql, &[&order_id], rows::event)
     }
 
+    pub(crate) fn events_since(&self, environment: Environment, since_ms: i64, limit: i64) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE environment = $1 AND created_at >= $2
+             ORDER BY created_at, event_id LIMIT $3"
+        );
+        self.query(&sql, &[&environment.as_str(), &since_ms, &limit], rows::event)
+    }
+
     pub(crate) fn event_by_id(&self, event_id: &str) -> Result<Option<Event>> {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE event_id = $1");
         self.query_opt(&sql, &[&event_id], rows::event)

@@ -102,6 +102,18 @@ impl SqliteConn<'_> {
         self.query(&sql, named_params! {":order_id": order_id}, rows::event)
     }
 
+    pub(crate) fn events_since(&self, environment: Environment, since_ms: i64, limit: i64) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE environment = :environment AND created_at >= :since
+             ORDER BY created_at, event_id LIMIT :limit"
+        );
+        self.query(
+            &sql,
+            named_params! {":environment": environment.as_str(), ":since": since_ms, ":limit": limit},
+            rows::event,
+        )
+    }
+
     pub(crate) fn event_by_id(&self, event_id: &str) -> Result<Option<Event>> {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE event_id = :event_id");
         self.query_opt(&sql, named_params! {":event_id": event_id}, rows::event)
