@@ -182,6 +182,18 @@ pub struct Config {
     /// The host's wallet handing out deposit addresses. `None`: fake testnet-style
     /// addresses in sandbox; in live, invoices have no address until one is configured.
     pub address_source: Option<Arc<dyn crate::addresses::AddressSource>>,
+    /// Told what background work did as it happens (`coinorder serve` logs it); `None`:
+    /// nobody.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+/// Receives what the service's background work did, as it happens: for logs and
+/// metrics. Every method has an empty default; they run on the working thread, so they
+/// should return quickly.
+pub trait Observer: Send + Sync + fmt::Debug {
+    /// A webhook attempt for event `event_id` ended and was recorded; `outcome` is what
+    /// became of the event: `delivered`, `retrying` or `failed`.
+    fn webhook_attempted(&self, _event_id: &str, _attempt: &crate::WebhookAttempt, _outcome: &str) {}
 }
 
 /// What only a SQLite file has: [`Config::sqlite`].
@@ -232,6 +244,7 @@ impl Config {
             smtp: None,
             rate_source: None,
             address_source: None,
+            observer: None,
         }
     }
 

@@ -63,7 +63,9 @@ mod worker;
 pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
-pub use config::{Clock, Config, ManualClock, RateLimit, SmtpConfig, SqliteOptions, SystemClock, MAX_INVOICE_TTL_SECS};
+pub use config::{
+    Clock, Config, ManualClock, Observer, RateLimit, SmtpConfig, SqliteOptions, SystemClock, MAX_INVOICE_TTL_SECS,
+};
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
@@ -82,7 +84,7 @@ pub use payments::{
 pub use rates::RateSource;
 pub use secrets::SecretString;
 #[cfg(feature = "server")]
-pub use server::{Server, ServerHandle, ServerLimits};
+pub use server::{RequestLog, Server, ServerHandle, ServerLimits};
 pub use service::{EventFollower, Service, SignedWebhook};
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;

@@ -1987,3 +1987,104 @@ fn sandbox_advance_expires_what_falls_due_and_env_comes_from_one_place() {
     let message = run_fails(dir, &["orders", "show", "--config", "live.toml", &order_id]);
     assert!(message.contains("add --env sandbox") && message.contains(&order_id), "{message}");
 }
+
+/// Waits until `order_id`'s event of `event_type` shows in the event log (the log polls
+/// every 500 ms), then stops `serve`; its stderr.
+fn serve_log_after(mut server: ServeProcess, wait: Duration) -> String {
+    thread::sleep(wait);
+    assert_eq!(server.terminate().code(), Some(0));
+    server.stderr_text()
+}
+
+#[test]
+fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let created = run_json(dir, &["keys", "create", "--user-id", "4"]);
+    let key = created["key"].as_str().expect("key").to_string();
+    let hint = created["key_hint"].as_str().expect("hint").to_string();
+    let key_id = created["id"].as_str().expect("id").to_string();
+    // Webhooks go to a port nothing listens on: each attempt fails and is logged.
+    run_json(dir, &["keys", "set-webhook", &key_id, "http://127.0.0.1:9/hook"]);
+
+    let (server, addr) = ServeProcess::start(dir, &["--invoice-ttl", "1"]);
+    let agent = agent();
+    let (status, body) = post_order(&agent, &addr, &key, r#"{"currency":"USD","amount":5}"#);
+    assert_eq!(status, 201, "{body}");
+    let order_id = body["data"]["order_id"].as_str().expect("id").to_string();
+    let listed = agent.get(&format!("http://{addr}/v1/orders?limit=1")).header("x-api-key", &key).call();
+    assert!(listed.is_ok());
+    let refused = agent.get(&format!("http://{addr}/v1/orders")).header("x-api-key", "not-a-key").call();
+    assert!(refused.is_ok(), "an answer, 401");
+    // The order expires after a second; its order.expired event is logged and sent.
+    let log = serve_log_after(server, Duration::from_millis(3_500));
+
+    assert!(!log.contains(&key), "the key itself is never logged: {log}");
+    assert!(log.contains("POST /v1/orders -> 201 in ") && log.contains(&format!("key={hint}")), "{log}");
+    assert!(log.contains("GET /v1/orders -> 200 in "), "the path without its query: {log}");
+    assert!(!log.contains("limit=1"), "{log}");
+    assert!(log.contains("GET /v1/orders -> 401 in ") && log.contains("key=malformed"), "{log}");
+    assert!(log.contains("event ") && log.contains(&format!("order.expired order {order_id} NEW -> EXPIRED")), "{log}");
+    assert!(log.contains("expiry 1 expired, 0 failed"), "{log}");
+    assert!(
+        log.contains("webhook msg_")
+            && log.contains("attempt 1 http://127.0.0.1:9/hook ->")
+            && log.contains("(retrying)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn serve_logs_json_lines_or_nothing_with_quiet() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let created = run_json(dir, &["keys", "create", "--user-id", "4"]);
+    let key = created["key"].as_str().expect("key").to_string();
+
+    let (server, addr) = ServeProcess::start(dir, &["--log-format", "json"]);
+    let (status, _) = post_order(&agent(), &addr, &key, r#"{"currency":"USD","amount":5}"#);
+    assert_eq!(status, 201);
+    run_json(dir, &["sandbox", "trigger", "order.paid"]);
+    let log = serve_log_after(server, Duration::from_millis(1_500));
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    let request = lines.iter().find(|l| l["kind"] == "request").unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(
+        (&request["method"], &request["path"], &request["status"]),
+        (&json!("POST"), &json!("/v1/orders"), &json!(201))
+    );
+    assert!(
+        request["latency_ms"].is_number() && request["request_id"].as_str().is_some_and(|id| id.starts_with("req_"))
+    );
+    assert_eq!(request["key"], created["key_hint"]);
+    let event =
+        lines.iter().find(|l| l["kind"] == "event" && l["type"] == "order.paid").unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(event["status"], json!("PAID"));
+    assert!(lines.iter().any(|l| l["kind"] == "notice"), "{log}");
+    assert!(!log.contains(&key));
+
+    let (server, addr) = ServeProcess::start(dir, &["--quiet"]);
+    let (status, _) = post_order(&agent(), &addr, &key, r#"{"currency":"USD","amount":5}"#);
+    assert_eq!(status, 201);
+    run_json(dir, &["sandbox", "trigger", "order.paid"]);
+    let log = serve_log_after(server, Duration::from_millis(1_500));
+    assert!(!log.contains("POST /v1/orders") && !log.contains(" event "), "--quiet: {log}");
+}
+
+#[test]
+fn live_serve_warns_about_coins_it_cannot_quote_or_address() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    let (server, _) = ServeProcess::start_env(dir, "live", &[]);
+    let log = serve_log_after(server, Duration::from_millis(200));
+    assert!(log.contains("warning: live has no rate for BTC"), "{log}");
+    assert!(!log.contains("no rate for USDT"), "USDT has a rate: {log}");
+    assert!(log.contains("warning: live has no address source"), "{log}");
+    let (server, _) = ServeProcess::start(dir, &[]);
+    let log = serve_log_after(server, Duration::from_millis(200));
+    assert!(!log.contains("warning"), "the sandbox has test rates and addresses: {log}");
+}

@@ -39,6 +39,8 @@ const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
 /// How many webhooks (and e-mails) `serve` sends per batch.
 const DELIVERY_BATCH: usize = 100;
+/// How often `serve` looks for new events to log.
+const EVENT_LOG_INTERVAL: Duration = Duration::from_millis(500);
 /// The sender of payment-link e-mails unless `--smtp-from` says otherwise.
 const DEFAULT_SMTP_FROM: &str = SmtpConfig::DEFAULT_FROM;
 const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -463,10 +465,10 @@ enum SandboxCommand {
         /// The order's id (`order_id`).
         order_id: String,
     },
-    /// Move the sandbox's clock forward for expiry: every sandbox order whose quote
-    /// runs out within the next N minutes is expired now (NEW → EXPIRED, PENDING short
-    /// of confirmed payments → FAILED), as if that time had passed. Prints how many
-    /// moved.
+    /// A test clock for expiry: every open sandbox order's quote deadline moves N
+    /// minutes earlier, as if that much time had passed, and those now due expire at
+    /// once (NEW → EXPIRED, PENDING short of confirmed payments → FAILED). Events carry
+    /// the real time. Prints how many moved.
     Advance {
         /// Minutes to move forward (1 to 525600, a year).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=525_600))]
@@ -671,8 +673,124 @@ struct ServeArgs {
     /// Unix only. Also `allow_open_permissions = true` in [server] of --config.
     #[arg(long)]
     allow_open_permissions: bool,
+    /// How `serve` logs, on stderr: `text` (one line per request, event, webhook attempt
+    /// and expiry run; default) or `json` (one JSON object per line, with `kind` set to
+    /// `request`, `event`, `webhook`, `expiry` or `notice`).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log only failures and warnings: no line per request, event, attempt or expiry run.
+    #[arg(long)]
+    quiet: bool,
     #[command(flatten)]
     send: SendArgs,
+}
+
+/// `serve --log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// `coinorder: <time> <what happened>`.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `serve`'s log of what its background work does: events as they are written, webhook
+/// attempts (as the library's [`coinorder::Observer`]) and expiry runs. Nothing secret
+/// is ever logged: ids, types, states, URLs and HTTP statuses.
+#[derive(Debug, Clone, Copy)]
+struct ServeLog {
+    format: LogFormat,
+}
+
+impl ServeLog {
+    /// One line of `kind` with `text` (text format) or `fields` (JSON format).
+    fn line(&self, kind: &str, text: &str, fields: Value) {
+        let time = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        match self.format {
+            LogFormat::Text => eprintln!("coinorder: {time} {kind} {text}"),
+            LogFormat::Json => {
+                let mut line = json!({ "time": time, "kind": kind });
+                if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
+                    line.extend(fields);
+                }
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    fn event(&self, event: &coinorder::Event) {
+        let (id, kind, order) = (&event.event_id, event.event_type.as_str(), &event.order_id);
+        let (from, to) = (event.previous_status.as_str(), event.status.as_str());
+        self.line(
+            "event",
+            &format!("{id} {kind} order {order} {from} -> {to}"),
+            json!({ "event_id": id, "type": kind, "order_id": order, "previous_status": from, "status": to }),
+        );
+    }
+
+    fn expiry(&self, report: &coinorder::ExpiryReport) {
+        self.line(
+            "expiry",
+            &format!("{} expired, {} failed", report.expired, report.failed),
+            json!({ "expired": report.expired, "failed": report.failed }),
+        );
+    }
+
+    fn notice(&self, text: &str) {
+        self.line("notice", text, json!({ "message": text }));
+    }
+}
+
+impl coinorder::Observer for ServeLog {
+    fn webhook_attempted(&self, event_id: &str, attempt: &coinorder::WebhookAttempt, outcome: &str) {
+        let answer = match (attempt.status, &attempt.error) {
+            (Some(status), _) => status.to_string(),
+            (None, Some(error)) => error.clone(),
+            (None, None) => "no answer".to_string(),
+        };
+        self.line(
+            "webhook",
+            &format!(
+                "{event_id} attempt {} {} -> {answer} in {} ms ({outcome})",
+                attempt.attempt, attempt.url, attempt.latency_ms
+            ),
+            json!({
+                "event_id": event_id,
+                "attempt": attempt.attempt,
+                "url": attempt.url,
+                "status": attempt.status,
+                "error": attempt.error,
+                "latency_ms": attempt.latency_ms,
+                "outcome": outcome,
+            }),
+        );
+    }
+}
+
+/// What a live `serve` cannot do for a coin it accepts, as warnings: no rate to quote
+/// it with (and no rate source), no deposit addresses (no address source plugged in).
+fn live_warnings(service: &Service, config: &Config) -> Vec<String> {
+    if config.environment != Environment::Live {
+        return Vec::new();
+    }
+    let rates = service.list_rates().unwrap_or_default();
+    let mut warnings = Vec::new();
+    for coin in &config.pay_currencies {
+        if config.rate_source.is_none() && !rates.iter().any(|rate| &rate.crypto == coin) {
+            warnings.push(format!(
+                "warning: live has no rate for {coin}: orders paid in {coin} are refused until one is set \
+                 (`coinorder rates set --env live {coin} USD <rate>`)"
+            ));
+        }
+    }
+    if config.address_source.is_none() {
+        warnings.push(format!(
+            "warning: live has no address source for {}: invoices get no deposit address until the host plugs \
+             one in through the library (Config::address_source)",
+            config.pay_currencies.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// `sandbox` or `live` on the command line and in the settings file.
@@ -1282,6 +1400,9 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     if !(args.allow_open_permissions || settings.allow_open_permissions == Some(true)) {
         refuse_open_permissions(&db, &config.secret_key_path_for(&db))?;
     }
+    if !args.quiet {
+        config.observer = Some(Arc::new(ServeLog { format: args.log_format }));
+    }
     let service = Arc::new(open(&db, config)?);
 
     // Install the signal handler before announcing the address, so that a SIGTERM sent
@@ -1299,8 +1420,29 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     })
     .map_err(|e| format!("cannot install the signal handler: {e}"))?;
 
-    let mut expiry =
-        service.start_expiry_worker(EXPIRY_INTERVAL).map_err(|e| format!("cannot start the expiry worker: {e}"))?;
+    let log = ServeLog { format: args.log_format };
+    let expiry_service = Arc::clone(&service);
+    let mut expiry = coinorder::Worker::spawn("coinorder-expiry", EXPIRY_INTERVAL, move || {
+        let report = expiry_service.expire_due(expiry_service.now())?;
+        if !args.quiet && report.expired + report.failed > 0 {
+            log.expiry(&report);
+        }
+        Ok::<(), coinorder::Error>(())
+    })
+    .map_err(|e| format!("cannot start the expiry worker: {e}"))?;
+    // Events as they are written, by this process or any other on the database.
+    let events_service = Arc::clone(&service);
+    let mut follower = service.follow_events(service.now());
+    let mut event_log = coinorder::Worker::spawn("coinorder-event-log", EVENT_LOG_INTERVAL, move || {
+        for event in follower.poll(&events_service)? {
+            log.event(&event);
+        }
+        Ok::<(), coinorder::Error>(())
+    })
+    .map_err(|e| format!("cannot start the event log: {e}"))?;
+    if args.quiet {
+        event_log.stop();
+    }
     let mut delivery = service
         .start_delivery_worker(DELIVERY_INTERVAL, DELIVERY_BATCH)
         .map_err(|e| format!("cannot start the delivery worker: {e}"))?;
@@ -1308,7 +1450,16 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         .start_checkpoint_worker(CHECKPOINT_INTERVAL)
         .map_err(|e| format!("cannot start the checkpoint worker: {e}"))?;
     let grace = limits.shutdown_grace;
-    let server = Server::from_listener(service, listener).map_err(|e| e.to_string())?.with_limits(limits);
+    let warnings = live_warnings(&service, service.config());
+    let request_log = match (args.quiet, args.log_format) {
+        (true, _) => coinorder::RequestLog::Off,
+        (false, LogFormat::Text) => coinorder::RequestLog::Text,
+        (false, LogFormat::Json) => coinorder::RequestLog::Json,
+    };
+    let server = Server::from_listener(service, listener)
+        .map_err(|e| e.to_string())?
+        .with_limits(limits)
+        .with_request_log(request_log);
     let handle = server.spawn(usize::from(threads));
 
     let mut stdout = std::io::stdout().lock();
@@ -1316,7 +1467,10 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("cannot write to stdout: {e}"))?;
     drop(stdout);
-    eprintln!("coinorder: {mail_note}");
+    log.notice(&mail_note);
+    for warning in &warnings {
+        log.notice(warning);
+    }
 
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
@@ -1327,6 +1481,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         expiry.stop();
         delivery.stop();
         checkpoint.stop();
+        event_log.stop();
     });
     for worker in [&expiry, &delivery, &checkpoint] {
         if let Some(error) = worker.last_error() {
@@ -1734,9 +1889,8 @@ fn sandbox(ctx: &Ctx, command: SandboxCommand) -> CliResult<()> {
         SandboxCommand::Cancel { order_id } => simulate(&order_id, SimulateAction::Cancel)?,
         SandboxCommand::Expire { order_id } => simulate(&order_id, SimulateAction::Expire)?,
         SandboxCommand::Advance { minutes } => {
-            let until = Timestamp(service.now().as_millis() + i64::from(minutes) * 60_000);
-            let moved = service.expire_due(until).map_err(fail)?;
-            json!({ "advanced_to": until.to_iso(), "expired": moved.expired, "failed": moved.failed })
+            let moved = service.advance_sandbox_clock(Duration::from_secs(u64::from(minutes) * 60)).map_err(fail)?;
+            json!({ "advanced_minutes": minutes, "expired": moved.expired, "failed": moved.failed })
         }
         SandboxCommand::Trigger { event_type, user_id } => trigger(&service, event_type, user_id)?,
     };

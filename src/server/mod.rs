@@ -58,6 +58,23 @@ pub struct Server {
     service: Arc<Service>,
     addr: SocketAddr,
     limits: ServerLimits,
+    request_log: RequestLog,
+}
+
+/// Whether and how a [`Server`] logs each request it answers, one line on stderr: time,
+/// request id, method, path (never the query, which may carry ids), status, latency and
+/// the API key's hint (`test_…AbCd`; never the key). Answers of 500 and above are logged
+/// with their cause in every mode, `Off` included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestLog {
+    /// Only failures (5xx).
+    #[default]
+    Off,
+    /// `coinorder: <time> <request id> GET /v1/orders -> 200 in 0.4 ms key=test_…AbCd`.
+    Text,
+    /// One JSON object per line: `{"time", "kind": "request", "request_id", "method",
+    /// "path", "status", "latency_ms", "key"}` (and `"detail"` on a 5xx).
+    Json,
 }
 
 impl std::fmt::Debug for Server {
@@ -90,12 +107,18 @@ impl Server {
         listener.set_nonblocking(true).map_err(|e| config_error(format!("cannot serve on {addr}: {e}")))?;
         // Listening again on a listening socket only changes its backlog.
         let _ = socket2::SockRef::from(&listener).listen(LISTEN_BACKLOG);
-        Ok(Server { listener, service, addr, limits: ServerLimits::default() })
+        Ok(Server { listener, service, addr, limits: ServerLimits::default(), request_log: RequestLog::Off })
     }
 
     /// Replaces the default [`ServerLimits`].
     pub fn with_limits(mut self, limits: ServerLimits) -> Server {
         self.limits = limits;
+        self
+    }
+
+    /// Logs every request as `log` says (default [`RequestLog::Off`]).
+    pub fn with_request_log(mut self, log: RequestLog) -> Server {
+        self.request_log = log;
         self
     }
 
@@ -175,6 +198,7 @@ impl Drop for ServerHandle {
 struct Shared {
     service: Arc<Service>,
     limits: ServerLimits,
+    request_log: RequestLog,
     /// One permit per request waiting for a thread or being answered.
     in_flight: Arc<Semaphore>,
     /// One permit per thread answering reads.
@@ -227,6 +251,7 @@ fn run(server: Server, threads: usize, mut stop: watch::Receiver<Option<Duration
         write_lane: Arc::new(Semaphore::new(write_threads)),
         inline_reads: Semaphore::new(inline_reads),
         limits,
+        request_log: server.request_log,
         http,
     });
     let connections = Arc::new(Semaphore::new(cap));
@@ -377,17 +402,51 @@ async fn answer(shared: &Shared, client: IpAddr, request: Request<Incoming>) -> 
     let started = Instant::now();
     let method = request.method().as_str().to_string();
     let path = request.uri().path().to_string();
+    let key = (shared.request_log != RequestLog::Off).then(|| key_shown(&request));
     let outcome = answer_inner(shared, client, request).await;
     let (response, close) = match outcome {
         Answer::Done(response) => (response, false),
         Answer::Close(response) => (response, true),
     };
-    if response.status >= 500 {
-        let detail = response.internal_detail.as_deref().unwrap_or("");
-        let millis = started.elapsed().as_millis();
-        log_line(&request_id, &format!("{method} {path} -> {} in {millis} ms {detail}", response.status));
+    let status = response.status;
+    let detail = response.internal_detail.as_deref().filter(|_| status >= 500);
+    let millis = started.elapsed().as_secs_f64() * 1000.0;
+    match shared.request_log {
+        RequestLog::Off if status >= 500 => {
+            log_line(&request_id, &format!("{method} {path} -> {status} in {millis:.0} ms {}", detail.unwrap_or("")))
+        }
+        RequestLog::Off => {}
+        RequestLog::Text => {
+            let key = key.unwrap_or_default();
+            let detail = detail.map_or(String::new(), |d| format!(" {d}"));
+            log_line(&request_id, &format!("{method} {path} -> {status} in {millis:.1} ms key={key}{detail}"))
+        }
+        RequestLog::Json => {
+            let line = serde_json::json!({
+                "time": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+                "kind": "request",
+                "request_id": request_id,
+                "method": method,
+                "path": path,
+                "status": status,
+                "latency_ms": (millis * 1000.0).round() / 1000.0,
+                "key": key,
+                "detail": detail,
+            });
+            eprintln!("{line}");
+        }
     }
     to_hyper(response, &request_id, close)
+}
+
+/// The request's API key as logs may show it: its hint (`test_…AbCd`) when it is well
+/// formed, else `malformed`, or `-` without one. Never the key.
+fn key_shown(request: &Request<Incoming>) -> String {
+    match request.headers().get("x-api-key").map(|value| value.to_str()) {
+        None => "-".to_string(),
+        Some(Ok(key)) if crate::keys::key_environment(key.trim()).is_some() => crate::keys::key_hint(key.trim()),
+        Some(_) => "malformed".to_string(),
+    }
 }
 
 /// What to answer, and whether the connection must close afterwards (the request was

@@ -48,6 +48,20 @@ impl Service {
             .read(|db| db.host_orders(self.environment(), query.user_id, query.status, since, i64::from(query.limit)))
     }
 
+    /// Sandbox only, a test clock for expiry: every open (NEW, PENDING) invoice's quote
+    /// deadline moves `by` earlier, as if that much time had passed for it, and whatever
+    /// is due now expires at once ([`Service::expire_due`]). Events and `updated_at` keep
+    /// the real time.
+    pub fn advance_sandbox_clock(&self, by: std::time::Duration) -> Result<ExpiryReport> {
+        self.require_sandbox()?;
+        let by_ms = i64::try_from(by.as_millis())
+            .ok()
+            .filter(|ms| *ms <= i64::from(u32::MAX) * 1000)
+            .ok_or_else(|| Error::invalid("minutes", "is too large"))?;
+        self.store.write(|db| db.advance_open_deadlines(self.environment(), by_ms))?;
+        self.expire_due(self.now())
+    }
+
     /// The payment with transaction id `txid` in this environment, or `PAYMENT_NOT_FOUND`.
     pub fn payment(&self, txid: &str) -> Result<Payment> {
         self.store

@@ -117,8 +117,17 @@ impl Service {
             Ok(())
         })?;
         let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
-        for (result, _) in &finished {
+        for (result, log) in &finished {
             report.count(&result.settled);
+            if let (Some(observer), Some(log)) = (&self.config().observer, log) {
+                let outcome = match result.settled {
+                    Settled::Done => "delivered",
+                    Settled::Retry { .. } => "retrying",
+                    Settled::Failed(_) => "failed",
+                    Settled::NoTarget => "no_target",
+                };
+                observer.webhook_attempted(result.id, log, outcome);
+            }
         }
         Ok(report)
     }

@@ -265,6 +265,9 @@ dispatch! {
     fn order_in_environment(environment: Environment, order_id: &str) -> Result<Option<OrderWithInvoice>>;
     /// Writes the state and received amounts of an order and its invoice.
     fn update_order_state(current: &OrderWithInvoice) -> Result<()>;
+    /// Moves the quote deadline of every open (NEW, PENDING) invoice of `environment`
+    /// `by_ms` earlier; how many moved.
+    fn advance_open_deadlines(environment: Environment, by_ms: i64) -> Result<usize>;
     /// Orders of `environment` whose quote expired by `now` and that expiry would move:
     /// NEW ones, and PENDING ones with no counted payment still waiting to confirm.
     fn orders_due_for_expiry(environment: Environment, now: i64, limit: i64) -> Result<Vec<String>>;

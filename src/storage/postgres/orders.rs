@@ -213,6 +213,16 @@ impl PgConn {
     // order_id is a lowercase hyphenated UUID, so its order is the same under any
     // collation as under SQLite's BINARY one; no COLLATE "C", which would keep the
     // orders_by_merchant indexes from giving the order.
+    pub(crate) fn advance_open_deadlines(&self, environment: Environment, by_ms: i64) -> Result<usize> {
+        self.execute(
+            "UPDATE invoices SET expired_at = expired_at - $1
+             WHERE status IN ($2, $3)
+               AND order_id IN (SELECT order_id FROM orders WHERE environment = $4)",
+            &[&by_ms, &OrderStatus::New.as_str(), &OrderStatus::Pending.as_str(), &environment.as_str()],
+        )
+        .map(|rows| usize::try_from(rows).unwrap_or(usize::MAX))
+    }
+
     pub(crate) fn host_orders(
         &self,
         environment: Environment,

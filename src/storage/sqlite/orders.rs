@@ -171,6 +171,16 @@ impl SqliteConn<'_> {
         )
     }
 
+    pub(crate) fn advance_open_deadlines(&self, environment: Environment, by_ms: i64) -> Result<usize> {
+        self.execute(
+            "UPDATE invoices SET expired_at = expired_at - :by
+             WHERE status IN (:new, :pending)
+               AND order_id IN (SELECT order_id FROM orders WHERE environment = :environment)",
+            named_params! {":by": by_ms, ":new": OrderStatus::New.as_str(), ":pending": OrderStatus::Pending.as_str(),
+            ":environment": environment.as_str()},
+        )
+    }
+
     pub(crate) fn host_orders(
         &self,
         environment: Environment,
