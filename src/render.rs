@@ -244,6 +244,17 @@ pub fn event_payload(
 // These shapes are not part of the spec's HTTP API; they carry what only the host (never
 // an API client) may see, and every surface that shows them (CLI, C, Python) uses these.
 
+/// The payment an `order.paid_late` event is about, in its `data.payment`: `txid`, the
+/// exact `amount` and its `currency` (the invoice's coin), and its `state`.
+pub fn late_payment(payment: &Payment) -> Value {
+    json!({
+        "txid": payment.txid,
+        "amount": to_json_number(payment.amount),
+        "currency": payment.currency,
+        "state": payment.state.as_str(),
+    })
+}
+
 /// An event with its order id and its exact webhook payload (parsed), as `coinorder
 /// events tail` prints it.
 pub fn event_with_payload(event: &Event) -> Value {

@@ -845,6 +845,12 @@ fn orders_show_mark_paid_and_cancel() {
     assert_eq!(late["order"]["status"], json!("EXPIRED"));
     assert_eq!(late["events"][0]["type"], json!("order.paid_late"));
     assert_eq!(late["payment"]["counts"], json!(false));
+    // Its webhook names the late payment: txid and exact amount.
+    let events = run_json(dir, &["webhooks", "list", "--full", "--type", "order.paid_late", "--order", &order_id]);
+    let data = &events[0]["payload"]["data"];
+    assert_eq!(data["payment"]["txid"], late["payment"]["txid"], "{data}");
+    assert_eq!(number_text(&data["payment"]["amount"]), "20");
+    assert_eq!(data["payment"]["currency"], late["payment"]["currency"]);
 
     let marked = run_json(dir, &["orders", "mark-paid", "--env", "sandbox", &order_id]);
     assert_eq!(marked["order"]["status"], json!("PAID"));

@@ -108,7 +108,7 @@ impl Service {
             current.order.marked_paid = true;
         }
         db.update_order_state(current)?;
-        self.emit(db, current, event_type, previous, now)
+        self.emit(db, current, event_type, previous, now, None)
     }
 
     /// Writes an event for the order's current state.
@@ -119,9 +119,15 @@ impl Service {
         event_type: EventType,
         previous: OrderStatus,
         now: Timestamp,
+        late_payment: Option<&Payment>,
     ) -> Result<Event> {
         let sequence = db.take_event_sequence(&current.order.order_id)?;
-        let payload = render::event_payload(event_type, now, current, sequence, previous).to_string();
+        let mut payload = render::event_payload(event_type, now, current, sequence, previous);
+        if let (Some(payment), Some(data)) = (late_payment, payload.get_mut("data")) {
+            // order.paid_late names the money that came late: the merchant decides on it.
+            data["payment"] = render::late_payment(payment);
+        }
+        let payload = payload.to_string();
         let event = Event {
             event_id: format!("msg_{}", keys::random_base62(24)),
             order_id: current.order.order_id.clone(),
@@ -304,7 +310,7 @@ impl Service {
             if !counts && current.order.status != OrderStatus::Paid {
                 // Money came after the quote: tell the merchant, who decides (mark_paid).
                 let status = current.order.status;
-                events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+                events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
             }
             Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
         })
@@ -352,7 +358,7 @@ impl Service {
             current.order.updated_at = now;
             current.invoice.updated_at = now;
             db.update_order_state(&current)?;
-            events.push(self.emit(db, &current, EventType::PaidLate, status, now)?);
+            events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
         }
         Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
     }

@@ -195,6 +195,14 @@ pub fn check_event(event: &Event) -> Value {
         assert_eq!(event.event_type, EventType::Paid, "only order.paid carries marked_paid: {payload}");
         data_keys.push("marked_paid");
     }
+    if event.event_type == EventType::PaidLate {
+        // The late money itself: which transaction, how much, in which coin.
+        let payment = &data["payment"];
+        assert_eq!(keys_of(payment), sorted(&["txid", "amount", "currency", "state"]), "{payload}");
+        assert!(!string(payment, "txid").is_empty() && payment["amount"].is_number(), "{payload}");
+        assert_eq!(payment["currency"], data["invoice"]["currency"], "{payload}");
+        data_keys.push("payment");
+    }
     assert_eq!(keys_of(data), sorted(&data_keys), "data members: {payload}");
     assert_eq!(int(data, "sequence"), event.sequence, "data.sequence: {payload}");
     assert_eq!(data["previous_status"], json!(event.previous_status.as_str()), "data.previous_status: {payload}");
