@@ -68,11 +68,17 @@ pub struct ApiKey {
     /// When the key last authenticated a request (updated at most once a minute).
     #[serde(rename = "last_used_at")]
     pub last_used_at_ms: Option<Timestamp>,
+    /// The merchant's name as the payment page shows it above the order's title; `None`
+    /// shows none.
+    pub display_name: Option<String>,
 }
 
 fn serialize_environment<S: serde::Serializer>(env: &Environment, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(env.as_str())
 }
+
+/// Most characters in a key's display name.
+pub const DISPLAY_NAME_MAX_CHARS: usize = 80;
 
 /// What to create a key with.
 #[derive(Debug, Clone, PartialEq, Eq)]

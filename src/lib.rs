@@ -69,7 +69,7 @@ pub use config::{
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
-pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey};
+pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};
 pub use orders::{

@@ -133,6 +133,8 @@ struct Facts {
     receipt: Option<Receipt>,
     /// See [`shop_return_url`].
     return_url: Option<String>,
+    /// The display name of the order's key (`keys set-name`), if it has one.
+    merchant_name: Option<String>,
 }
 
 impl Facts {
@@ -155,6 +157,7 @@ impl Facts {
             network: network_name(order.environment, &invoice.currency),
             receipt,
             return_url: shop_return_url(order),
+            merchant_name: service.get_key(&order.key_id).ok().and_then(|key| key.display_name),
         }
     }
 }
@@ -191,6 +194,7 @@ fn status_json(service: &Service, current: &OrderWithInvoice, facts: &Facts) -> 
         if invoice.receive_currency.is_empty() { &order.currency } else { &invoice.receive_currency };
     json!({
         "order_id": order.order_id,
+        "merchant_name": facts.merchant_name,
         "title": order.title,
         "description": order.description,
         "status": order.status.as_str(),
@@ -414,7 +418,14 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
     body.push_str("<main class=\"wrap\"><article class=\"card\" aria-labelledby=\"merchant-title\">");
 
     // Header: merchant title, description, state.
-    body.push_str("<header class=\"head\"><p class=\"eyebrow\">Pay with crypto</p>");
+    // The merchant's name, when its key has one, above the order's title.
+    match &facts.merchant_name {
+        Some(name) => body.push_str(&format!(
+            "<header class=\"head\"><p class=\"eyebrow\" id=\"merchant-name\" data-testid=\"merchant-name\">{} \u{b7} pay with crypto</p>",
+            escape_html(name)
+        )),
+        None => body.push_str("<header class=\"head\"><p class=\"eyebrow\">Pay with crypto</p>"),
+    }
     body.push_str(&format!("<h1 id=\"merchant-title\" data-testid=\"merchant-title\">{}</h1>", escape_html(title)));
     if let Some(description) = order.description.as_deref().filter(|d| !d.trim().is_empty()) {
         body.push_str(&format!(

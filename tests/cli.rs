@@ -1992,6 +1992,14 @@ fn sandbox_advance_expires_what_falls_due_and_env_comes_from_one_place() {
     assert_eq!(json_output(output, &["orders", "list"]), json!([]));
     let message = run_fails(dir, &["orders", "show", "--config", "live.toml", &order_id]);
     assert!(message.contains("add --env sandbox") && message.contains(&order_id), "{message}");
+
+    // The merchant's display name, per key, for the payment page.
+    let key_id = run_json(dir, &["keys", "list"])[0]["id"].as_str().expect("key id").to_string();
+    let named = run_json(dir, &["keys", "set-name", &key_id, "Acme Coffee"]);
+    assert_eq!(named["display_name"], json!("Acme Coffee"));
+    let message = run_fails(dir, &["keys", "set-name", &key_id, " "]);
+    assert!(message.contains("display_name"), "{message}");
+    assert_eq!(run_json(dir, &["keys", "clear-name", &key_id])["display_name"], json!(null));
 }
 
 /// Waits until `order_id`'s event of `event_type` shows in the event log (the log polls

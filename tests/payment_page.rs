@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 /// The members of `/pay/status`, and nothing else.
 const PUBLIC_FIELDS: &[&str] = &[
     "order_id",
+    "merchant_name",
     "title",
     "description",
     "status",
@@ -777,4 +778,32 @@ fn the_style_has_focus_rings_reduced_motion_and_a_dark_theme() {
     assert!(body.contains("@media (prefers-reduced-motion:reduce){\n*,*::before,*::after{animation:none!important;transition:none!important"));
     assert!(body.contains("@media (prefers-color-scheme:dark){\n:root{--bg:#0b0f19;"));
     assert!(body.contains("<meta name=\"color-scheme\" content=\"light dark\">"));
+}
+
+#[test]
+fn the_merchant_name_of_the_key_stands_above_the_title_escaped() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 1, "title": "Mug"}));
+    let before = html(&h, &id);
+    assert!(!before.contains("data-testid=\"merchant-name\""), "no name set, none shown");
+    assert_eq!(status(&h, &id)["merchant_name"], json!(null));
+
+    let name = "Acme <Coffee> & Co";
+    let key = h.svc.set_key_display_name(&h.key_id, Some(name)).expect("set name");
+    assert_eq!(key.display_name.as_deref(), Some(name));
+    let body = html(&h, &id);
+    let shown = text_of(&body, "merchant-name");
+    assert!(shown.starts_with("Acme &lt;Coffee&gt; &amp; Co"), "{shown}");
+    let (name_at, title_at) = (body.find("data-testid=\"merchant-name\""), body.find("data-testid=\"merchant-title\""));
+    assert!(name_at < title_at && name_at.is_some(), "the name comes before the title");
+    assert_eq!(status(&h, &id)["merchant_name"], json!(name));
+
+    for bad in ["", "   ", "a\u{7}b"] {
+        let error = h.svc.set_key_display_name(&h.key_id, Some(bad)).expect_err("refused");
+        assert!(error.to_string().contains("display_name"), "{error}");
+    }
+    let too_long = "x".repeat(coinorder::DISPLAY_NAME_MAX_CHARS + 1);
+    assert!(h.svc.set_key_display_name(&h.key_id, Some(&too_long)).is_err());
+    h.svc.set_key_display_name(&h.key_id, None).expect("clear");
+    assert_eq!(status(&h, &id)["merchant_name"], json!(null));
 }

@@ -625,6 +625,19 @@ enum KeysCommand {
         /// An absolute http(s) URL receiving the key's order events.
         url: String,
     },
+    /// Set the merchant's name the payment page shows above the titles of the key's
+    /// orders (at most 80 characters).
+    SetName {
+        /// The key's id (`key_...`), as shown by `keys list`.
+        id: String,
+        /// The name, e.g. "Acme Coffee Roasters".
+        name: String,
+    },
+    /// Remove the key's display name: the payment page shows none.
+    ClearName {
+        /// The key's id (`key_...`), as shown by `keys list`.
+        id: String,
+    },
     /// Remove the key's default webhook URL.
     ClearWebhook {
         /// The key's id (`key_...`), as shown by `keys list`.
@@ -1276,6 +1289,8 @@ fn keys(ctx: &Ctx, command: KeysCommand) -> CliResult<()> {
         }
         KeysCommand::SetWebhook { id, url } => key_json(service.set_key_webhook_url(&id, Some(&url)))?,
         KeysCommand::ClearWebhook { id } => key_json(service.set_key_webhook_url(&id, None))?,
+        KeysCommand::SetName { id, name } => key_json(service.set_key_display_name(&id, Some(&name)))?,
+        KeysCommand::ClearName { id } => key_json(service.set_key_display_name(&id, None))?,
         KeysCommand::RotateSecret { id } => {
             let secret = service.rotate_key_webhook_secret(&id).map_err(|e| e.to_string())?;
             let mut value = key_json(service.get_key(&id))?;

@@ -13,7 +13,7 @@ use crate::addresses::{self, DepositAddress};
 use crate::config::Config;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
-use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString};
+use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString, DISPLAY_NAME_MAX_CHARS};
 use crate::mail;
 use crate::money;
 use crate::orders::{
@@ -191,6 +191,7 @@ impl Service {
             key_hint: keys::key_hint(plain_key.expose()),
             created_at_ms: self.now(),
             last_used_at_ms: None,
+            display_name: None,
         };
         let row = KeyRow {
             key: key.clone(),
@@ -238,6 +239,24 @@ impl Service {
             self.check_webhook_target(self.get_key(id)?.environment, url)?;
         }
         self.update_key(id, |db| db.set_key_webhook_url(id, url.as_deref()))
+    }
+
+    /// Sets the merchant's name the payment page shows above the titles of this key's
+    /// orders (1 to [`DISPLAY_NAME_MAX_CHARS`] characters, no control characters), or
+    /// clears it with `None`.
+    pub fn set_key_display_name(&self, id: &str, name: Option<&str>) -> Result<ApiKey> {
+        let name = match name.map(str::trim) {
+            None => None,
+            Some("") => return Err(Error::invalid("display_name", "must not be empty (clear it instead)")),
+            Some(name) if name.chars().count() > DISPLAY_NAME_MAX_CHARS => {
+                return Err(Error::invalid("display_name", format!("at most {DISPLAY_NAME_MAX_CHARS} characters")))
+            }
+            Some(name) if name.chars().any(char::is_control) => {
+                return Err(Error::invalid("display_name", "must not contain control characters"))
+            }
+            Some(name) => Some(name.to_string()),
+        };
+        self.update_key(id, |db| db.set_key_display_name(id, name.as_deref()))
     }
 
     /// Live webhooks may not target loopback, private or link-local addresses (DESIGN §7)

@@ -291,6 +291,8 @@ dispatch! {
     fn set_key_status(id: &str, status: KeyStatus) -> Result<bool>;
     /// Returns false when no key has that id.
     fn set_key_webhook_url(id: &str, url: Option<&str>) -> Result<bool>;
+    /// Sets or clears the key's display name; false when there is no such key.
+    fn set_key_display_name(id: &str, name: Option<&str>) -> Result<bool>;
     /// Returns false when no key has that id.
     fn set_key_webhook_secret(id: &str, sealed: &str) -> Result<bool>;
     /// Stamps the key's last use.

@@ -155,7 +155,8 @@ pub(super) fn prior_create(row: &dyn RowValues) -> Result<PriorCreate> {
 
 /// The key columns; [`key`] reads them.
 pub(super) const KEY_COLUMNS: &str =
-    "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc";
+    "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc,
+     display_name";
 
 /// A row of [`KEY_COLUMNS`].
 pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
@@ -169,6 +170,7 @@ pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
             key_hint: row.text(5)?,
             created_at_ms: time(row, 6)?,
             last_used_at_ms: opt_time(row, 7)?,
+            display_name: row.opt_text(10)?,
         },
         key_hash: row.bytes(8)?,
         webhook_secret_enc: row.text(9)?,

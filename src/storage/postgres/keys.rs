@@ -59,6 +59,11 @@ impl PgConn {
         Ok(changed == 1)
     }
 
+    pub(crate) fn set_key_display_name(&self, id: &str, name: Option<&str>) -> Result<bool> {
+        let changed = self.execute("UPDATE api_keys SET display_name = $1 WHERE id = $2", &[&name, &id])?;
+        Ok(changed == 1)
+    }
+
     pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
         let changed = self.execute("UPDATE api_keys SET webhook_secret_enc = $1 WHERE id = $2", &[&sealed, &id])?;
         Ok(changed == 1)

@@ -36,6 +36,7 @@ use crate::error::{Error, ErrorKind, Result, StorageError};
 pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0001_init.sql"),
     include_str!("../../../migrations/postgres/0002_claim_indexes.sql"),
+    include_str!("../../../migrations/postgres/0003_key_display_name.sql"),
 ];
 
 /// The schema version this library writes on PostgreSQL.

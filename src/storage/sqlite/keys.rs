@@ -63,6 +63,14 @@ impl SqliteConn<'_> {
         Ok(changed == 1)
     }
 
+    pub(crate) fn set_key_display_name(&self, id: &str, name: Option<&str>) -> Result<bool> {
+        let changed = self.execute(
+            "UPDATE api_keys SET display_name = :name WHERE id = :id",
+            named_params! {":name": name, ":id": id},
+        )?;
+        Ok(changed == 1)
+    }
+
     pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
         let changed = self.execute(
             "UPDATE api_keys SET webhook_secret_enc = :sealed WHERE id = :id",

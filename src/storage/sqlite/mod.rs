@@ -32,6 +32,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0004_retired_keys.sql"),
     include_str!("../../../migrations/sqlite/0005_event_sequence.sql"),
     include_str!("../../../migrations/sqlite/0006_lean_indexes.sql"),
+    include_str!("../../../migrations/sqlite/0007_key_display_name.sql"),
 ];
 
 /// The schema version this library writes.
