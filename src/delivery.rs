@@ -55,10 +55,13 @@ impl DeliveryState {
         }
     }
 
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed, DeliveryState::NoTarget]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+    /// Every state, in the order of a delivery's life.
+    pub const ALL: [DeliveryState; 4] =
+        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed, DeliveryState::NoTarget];
+
+    /// The state named `text` (as [`DeliveryState::as_str`] writes it).
+    pub fn parse(text: &str) -> Option<Self> {
+        DeliveryState::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 

@@ -23,9 +23,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use coinorder::money::{to_json_number, Decimal};
 use coinorder::render;
 use coinorder::{
-    Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery, HostOrderQuery,
-    Merchant, NewApiKey, OrderStatus, RateLimit, Server, ServerLimits, Service, SimulateAction, SmtpConfig,
-    StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
+    Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery, EventType,
+    HostOrderQuery, Merchant, NewApiKey, OrderStatus, RateLimit, Server, ServerLimits, Service, SimulateAction,
+    SmtpConfig, StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -214,81 +214,31 @@ enum Format {
     Table,
 }
 
-/// An order state, as `--status` takes it.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-#[value(rename_all = "UPPER")]
-enum StatusArg {
-    New,
-    Pending,
-    Paid,
-    Expired,
-    Failed,
-    Cancelled,
+/// A command-line value parser for one of `names`, turned into its value by `parse`:
+/// `--help` and errors list the names (clap's possible values), and the core's own
+/// `as_str`/`parse` stay the one definition of each name.
+fn one_of<T: Clone + Send + Sync + 'static>(
+    names: impl IntoIterator<Item = &'static str>,
+    parse: fn(&str) -> Option<T>,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names)
+        .try_map(move |name: String| parse(&name).ok_or_else(|| format!("unknown value {name:?}")))
 }
 
-impl From<StatusArg> for OrderStatus {
-    fn from(status: StatusArg) -> Self {
-        match status {
-            StatusArg::New => OrderStatus::New,
-            StatusArg::Pending => OrderStatus::Pending,
-            StatusArg::Paid => OrderStatus::Paid,
-            StatusArg::Expired => OrderStatus::Expired,
-            StatusArg::Failed => OrderStatus::Failed,
-            StatusArg::Cancelled => OrderStatus::Cancelled,
-        }
-    }
+/// `--status`: an order state (`NEW`, `PAID`...).
+fn order_status() -> impl clap::builder::TypedValueParser<Value = OrderStatus> {
+    one_of(OrderStatus::ALL.map(OrderStatus::as_str), OrderStatus::parse)
 }
 
-/// An event type, as `webhooks list --type` and `sandbox trigger` take it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum EventTypeArg {
-    #[value(name = "order.pending")]
-    Pending,
-    #[value(name = "order.paid")]
-    Paid,
-    #[value(name = "order.failed")]
-    Failed,
-    #[value(name = "order.cancelled")]
-    Cancelled,
-    #[value(name = "order.expired")]
-    Expired,
-    #[value(name = "order.paid_late")]
-    PaidLate,
+/// `--type` and `sandbox trigger`: an event type (`order.paid`...).
+fn event_type() -> impl clap::builder::TypedValueParser<Value = EventType> {
+    one_of(EventType::ALL.map(EventType::as_str), EventType::parse)
 }
 
-impl EventTypeArg {
-    /// The event type's name on the wire (`order.paid`).
-    fn name(self) -> &'static str {
-        match self {
-            EventTypeArg::Pending => "order.pending",
-            EventTypeArg::Paid => "order.paid",
-            EventTypeArg::Failed => "order.failed",
-            EventTypeArg::Cancelled => "order.cancelled",
-            EventTypeArg::Expired => "order.expired",
-            EventTypeArg::PaidLate => "order.paid_late",
-        }
-    }
-}
-
-/// A webhook delivery state, as `webhooks list --state` takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DeliveryStateArg {
-    Pending,
-    Delivered,
-    Failed,
-    #[value(name = "no_target")]
-    NoTarget,
-}
-
-impl From<DeliveryStateArg> for DeliveryState {
-    fn from(state: DeliveryStateArg) -> Self {
-        match state {
-            DeliveryStateArg::Pending => DeliveryState::Pending,
-            DeliveryStateArg::Delivered => DeliveryState::Delivered,
-            DeliveryStateArg::Failed => DeliveryState::Failed,
-            DeliveryStateArg::NoTarget => DeliveryState::NoTarget,
-        }
-    }
+/// `--state`: a webhook delivery state (`pending`, `delivered`, `failed`, `no_target`).
+fn delivery_state() -> impl clap::builder::TypedValueParser<Value = DeliveryState> {
+    one_of(DeliveryState::ALL.map(DeliveryState::as_str), DeliveryState::parse)
 }
 
 /// How webhooks and e-mails are sent (`serve`, `webhooks deliver`, `emails send`).
@@ -329,11 +279,11 @@ enum WebhooksCommand {
         #[arg(long, value_name = "ID")]
         order: Option<String>,
         /// Only events of this type.
-        #[arg(long = "type", value_enum, value_name = "TYPE")]
-        event_type: Option<EventTypeArg>,
+        #[arg(long = "type", value_name = "TYPE", value_parser = event_type())]
+        event_type: Option<EventType>,
         /// Only events in this delivery state.
-        #[arg(long, value_enum, value_name = "STATE")]
-        state: Option<DeliveryStateArg>,
+        #[arg(long, value_name = "STATE", value_parser = delivery_state())]
+        state: Option<DeliveryState>,
         /// Every detail: attempt log, payload, next attempt, last error.
         #[arg(long)]
         full: bool,
@@ -481,8 +431,8 @@ enum SandboxCommand {
     /// The order belongs to the newest active sandbox key (of --user-id, if given).
     Trigger {
         /// The event type to produce.
-        #[arg(value_enum, value_name = "EVENT_TYPE")]
-        event_type: EventTypeArg,
+        #[arg(value_name = "EVENT_TYPE", value_parser = event_type())]
+        event_type: EventType,
         /// Use a key of this merchant (`user_id`).
         #[arg(long, value_name = "N")]
         user_id: Option<i64>,
@@ -550,8 +500,8 @@ enum OrdersCommand {
     /// merchant (user id), state, price, what to pay and the title.
     List {
         /// Only orders in this state.
-        #[arg(long, value_enum, value_name = "STATUS")]
-        status: Option<StatusArg>,
+        #[arg(long, value_name = "STATUS", value_parser = order_status())]
+        status: Option<OrderStatus>,
         /// Only this merchant's orders (the `user_id` of its keys).
         #[arg(long, value_name = "N")]
         user_id: Option<i64>,
@@ -1581,8 +1531,8 @@ fn webhooks(ctx: &Ctx, command: WebhooksCommand) -> CliResult<()> {
             };
             let rows: Value = deliveries
                 .iter()
-                .filter(|d| event_type.is_none_or(|wanted| d.event.event_type.as_str() == wanted.name()))
-                .filter(|d| state.is_none_or(|wanted| d.state == DeliveryState::from(wanted)))
+                .filter(|d| event_type.is_none_or(|wanted| d.event.event_type == wanted))
+                .filter(|d| state.is_none_or(|wanted| d.state == wanted))
                 .map(|d| if full { delivery_json(d) } else { delivery_line(d) })
                 .collect();
             return print_rows(
@@ -1914,7 +1864,7 @@ fn sandbox(ctx: &Ctx, command: SandboxCommand) -> CliResult<()> {
 
 /// `sandbox trigger`: a fresh order of the newest active sandbox key (of `user_id`),
 /// driven by simulated payments until it emits `wanted`; the order and its events.
-fn trigger(service: &Service, wanted: EventTypeArg, user_id: Option<i64>) -> CliResult<Value> {
+fn trigger(service: &Service, wanted: EventType, user_id: Option<i64>) -> CliResult<Value> {
     let mut keys: Vec<_> = service
         .list_keys()
         .map_err(fail)?
@@ -1934,25 +1884,25 @@ fn trigger(service: &Service, wanted: EventTypeArg, user_id: Option<i64>) -> Cli
     let request = coinorder::CreateOrder {
         currency: "USD".into(),
         amount: Decimal::new(1999, 2),
-        title: Some(format!("sandbox trigger {}", wanted.name())),
+        title: Some(format!("sandbox trigger {}", wanted.as_str())),
         ..Default::default()
     };
     let order_id = service.create_order(&merchant, &request).map_err(fail)?.order.order.order_id;
     let pay = |amount, confirmed| SimulateAction::Pay { amount, confirmed };
     let steps: Vec<SimulateAction> = match wanted {
-        EventTypeArg::Pending => vec![SimulateAction::Partial { amount: None }],
-        EventTypeArg::Paid => vec![pay(None, true)],
-        EventTypeArg::Failed => vec![pay(None, false), SimulateAction::Reject],
-        EventTypeArg::Cancelled => vec![SimulateAction::Cancel],
-        EventTypeArg::Expired => vec![SimulateAction::Expire],
-        EventTypeArg::PaidLate => vec![SimulateAction::Expire, pay(None, true)],
+        EventType::Pending => vec![SimulateAction::Partial { amount: None }],
+        EventType::Paid => vec![pay(None, true)],
+        EventType::Failed => vec![pay(None, false), SimulateAction::Reject],
+        EventType::Cancelled => vec![SimulateAction::Cancel],
+        EventType::Expired => vec![SimulateAction::Expire],
+        EventType::PaidLate => vec![SimulateAction::Expire, pay(None, true)],
     };
     for step in &steps {
         service.simulate(&order_id, step).map_err(fail)?;
     }
     let events = service.order_events(&order_id).map_err(fail)?;
-    if !events.iter().any(|event| event.event_type.as_str() == wanted.name()) {
-        return Err(format!("order {order_id} did not emit {} (a bug: please report it)", wanted.name()));
+    if !events.iter().any(|event| event.event_type == wanted) {
+        return Err(format!("order {order_id} did not emit {} (a bug: please report it)", wanted.as_str()));
     }
     let mut value = render::host_order(&service.order(&order_id).map_err(fail)?);
     value["events"] = events.iter().map(render::event).collect();
@@ -1996,7 +1946,7 @@ fn orders(ctx: &Ctx, command: OrdersCommand) -> CliResult<()> {
     let service = ctx.open_existing()?;
     let output = match command {
         OrdersCommand::List { status, user_id, since, limit, output } => {
-            let query = HostOrderQuery { status: status.map(OrderStatus::from), user_id, since, limit };
+            let query = HostOrderQuery { status, user_id, since, limit };
             let orders = service.host_orders(&query).map_err(fail)?;
             let rows: Value = orders.iter().map(render::host_order_summary).collect();
             return print_rows(
