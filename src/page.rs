@@ -163,7 +163,8 @@ impl Facts {
 }
 
 /// What the payment page may show about an order: no merchant ids, e-mails or webhook
-/// URLs. `redirect_url` is set once the order is PAID or CANCELLED and has a callback_url.
+/// URLs. `redirect_url` is set once the order is PAID or CANCELLED and has somewhere to go
+/// back to: its callback_url, else its success_url (PAID) or cancel_url (CANCELLED).
 /// `due_amount` is the crypto amount still to send (the invoice amount less the payments
 /// that count and are not rejected; `null` if the payments cannot be read) and
 /// `due_payment_uri` the payment URI asking for it. A PAID order adds its `receipt`
