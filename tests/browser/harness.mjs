@@ -26,7 +26,18 @@ export const DOCS_SHOT = path.join(ROOT, "docs", "payment-page.png");
 export const STEP_MS = 15_000; // any single browser wait
 export const TEST_MS = 60_000; // any single test
 
-export const state = { tmp: null, server: null, serverLog: "", base: null, key: null, merchant: null, hits: [], context: null };
+export const state = {
+  tmp: null,
+  server: null,
+  serverLog: "",
+  base: null,
+  key: null,
+  keyId: null,
+  db: null,
+  merchant: null,
+  hits: [],
+  context: null,
+};
 
 /** Resolves with the first stdout line matching `pattern`, or rejects after `ms`. */
 function waitForLine(child, pattern, ms) {
@@ -189,6 +200,8 @@ async function setUp() {
   const created = JSON.parse(cli(["--db", db, "keys", "create", "--user-id", "1", "--env", "sandbox"]));
   assert.match(created.key, /^test_/);
   state.key = created.key;
+  state.keyId = created.id;
+  state.db = db;
 
   // The merchant's site: the callback_url the payment page sends the customer back to.
   state.merchantServer = http.createServer((request, response) => {

@@ -20,6 +20,7 @@ import {
   STEP_MS,
   TEST_MS,
   api,
+  cli,
   createOrder,
   getOrder,
   newPage,
@@ -199,6 +200,31 @@ async function contrastOf(page, selector, pseudo) {
 
 for (const vp of VIEWPORTS) {
   const viewport = { width: vp.width, height: vp.height };
+
+  test(`the merchant's name stands above the order's title (${vp.name})`, { timeout: TEST_MS }, async () => {
+    ready();
+    const name = vp.name === "desktop" ? "Acme Coffee Roasters" : "Lighthouse <Prints> & Co";
+    cli(["--db", state.db, "keys", "set-name", state.keyId, name]);
+    try {
+      const order = await createOrder({ amount: "7.50", title: "Espresso beans" });
+      const { page, foreign, errors } = await newPage(viewport);
+      await page.goto(order.url);
+      const shown = page.getByTestId("merchant-name");
+      await shown.waitFor({ state: "visible" });
+      // textContent: the eyebrow is shown in capitals by CSS.
+      assert.ok((await shown.textContent()).startsWith(name), await shown.textContent());
+      const nameBox = await shown.boundingBox();
+      const titleBox = await page.getByTestId("merchant-title").boundingBox();
+      assert.ok(nameBox && titleBox && nameBox.y + nameBox.height <= titleBox.y + 1, "the name is above the title");
+      assert.equal((await publicStatus(order.id)).json.merchant_name, name);
+      saveShot(await page.screenshot({ fullPage: true }), `trust-merchant-name-${vp.name}.png`);
+      assert.deepEqual(foreign, []);
+      assert.deepEqual(errors, []);
+      await page.close();
+    } finally {
+      cli(["--db", state.db, "keys", "clear-name", state.keyId]);
+    }
+  });
 
   test(`every coin names the network to send on (${vp.name})`, { timeout: TEST_MS }, async () => {
     ready();
