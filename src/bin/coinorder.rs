@@ -732,20 +732,22 @@ impl coinorder::Observer for ServeLog {
 
 /// What a live `serve` cannot do for a coin it accepts, as warnings: no rate to quote
 /// it with (and no rate source), no deposit addresses (no address source plugged in).
-fn live_warnings(service: &Service, config: &Config) -> Vec<String> {
+fn live_warnings(service: &Service) -> Vec<String> {
+    let config = service.config();
     if config.environment != Environment::Live {
         return Vec::new();
     }
-    let rates = service.list_rates().unwrap_or_default();
-    let mut warnings = Vec::new();
-    for coin in &config.pay_currencies {
-        if config.rate_source.is_none() && !rates.iter().any(|rate| &rate.crypto == coin) {
-            warnings.push(format!(
+    let mut warnings: Vec<String> = service
+        .coins_without_rates()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|coin| {
+            format!(
                 "warning: live has no rate for {coin}: orders paid in {coin} are refused until one is set \
                  (`coinorder rates set --env live {coin} USD <rate>`)"
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     if config.address_source.is_none() {
         warnings.push(format!(
             "warning: live has no address source for {}: invoices get no deposit address until the host plugs \
@@ -1415,7 +1417,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         .start_checkpoint_worker(CHECKPOINT_INTERVAL)
         .map_err(|e| format!("cannot start the checkpoint worker: {e}"))?;
     let grace = limits.shutdown_grace;
-    let warnings = live_warnings(&service, service.config());
+    let warnings = live_warnings(&service);
     let request_log = match (args.quiet, args.log_format) {
         (true, _) => coinorder::RequestLog::Off,
         (false, LogFormat::Text) => coinorder::RequestLog::Text,
@@ -1862,8 +1864,8 @@ fn sandbox(ctx: &Ctx, command: SandboxCommand) -> CliResult<()> {
     print_json(&output)
 }
 
-/// `sandbox trigger`: a fresh order of the newest active sandbox key (of `user_id`),
-/// driven by simulated payments until it emits `wanted`; the order and its events.
+/// `sandbox trigger`: [`Service::trigger_sandbox_event`] for the newest active sandbox
+/// key (of `user_id`); the order and the events it emitted.
 fn trigger(service: &Service, wanted: EventType, user_id: Option<i64>) -> CliResult<Value> {
     let mut keys: Vec<_> = service
         .list_keys()
@@ -1881,30 +1883,8 @@ fn trigger(service: &Service, wanted: EventType, user_id: Option<i64>) -> CliRes
         ));
     };
     let merchant = Merchant { key_id: key.id.clone(), user_id: key.user_id, environment: Environment::Sandbox };
-    let request = coinorder::CreateOrder {
-        currency: "USD".into(),
-        amount: Decimal::new(1999, 2),
-        title: Some(format!("sandbox trigger {}", wanted.as_str())),
-        ..Default::default()
-    };
-    let order_id = service.create_order(&merchant, &request).map_err(fail)?.order.order.order_id;
-    let pay = |amount, confirmed| SimulateAction::Pay { amount, confirmed };
-    let steps: Vec<SimulateAction> = match wanted {
-        EventType::Pending => vec![SimulateAction::Partial { amount: None }],
-        EventType::Paid => vec![pay(None, true)],
-        EventType::Failed => vec![pay(None, false), SimulateAction::Reject],
-        EventType::Cancelled => vec![SimulateAction::Cancel],
-        EventType::Expired => vec![SimulateAction::Expire],
-        EventType::PaidLate => vec![SimulateAction::Expire, pay(None, true)],
-    };
-    for step in &steps {
-        service.simulate(&order_id, step).map_err(fail)?;
-    }
-    let events = service.order_events(&order_id).map_err(fail)?;
-    if !events.iter().any(|event| event.event_type == wanted) {
-        return Err(format!("order {order_id} did not emit {} (a bug: please report it)", wanted.as_str()));
-    }
-    let mut value = render::host_order(&service.order(&order_id).map_err(fail)?);
+    let (order, events) = service.trigger_sandbox_event(&merchant, wanted).map_err(fail)?;
+    let mut value = render::host_order(&order);
     value["events"] = events.iter().map(render::event).collect();
     Ok(value)
 }

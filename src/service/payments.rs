@@ -447,6 +447,23 @@ impl Service {
 
     // ----- Rates -----
 
+    /// The accepted coins (`Config::pay_currencies`) that orders cannot be quoted in yet:
+    /// no rate source and no rate set for any fiat currency. Empty in the sandbox, which
+    /// has built-in test rates.
+    pub fn coins_without_rates(&self) -> Result<Vec<String>> {
+        if self.environment() == Environment::Sandbox || self.config().rate_source.is_some() {
+            return Ok(Vec::new());
+        }
+        let rates = self.list_rates()?;
+        let config = self.config();
+        Ok(config
+            .pay_currencies
+            .iter()
+            .filter(|coin| !rates.iter().any(|rate| &rate.crypto == *coin))
+            .cloned()
+            .collect())
+    }
+
     /// Sets (or replaces) the rate for `crypto` priced in `fiat` in this environment:
     /// fiat units per one coin, valid until `valid_until` when given.
     pub fn set_rate(&self, crypto: &str, fiat: &str, rate: Decimal, valid_until: Option<Timestamp>) -> Result<Rate> {
@@ -522,6 +539,46 @@ impl Service {
         self.require_sandbox()?;
         let txid = format!("sandbox_tx_{}", keys::random_base62(24));
         Ok(self.record(order_id, &txid, PaidAmount::Due, true, true)?.order)
+    }
+
+    /// Sandbox only: creates a fresh order of 19.99 USD for `merchant` and drives it with
+    /// simulation steps until it emits `wanted` (`order.failed`: an unconfirmed payment,
+    /// then rejected; `order.paid_late`: expiry, then a payment), so a webhook receiver
+    /// can be tried on every event type. Returns the order after the last step with every
+    /// event it emitted (`coinorder sandbox trigger`).
+    pub fn trigger_sandbox_event(
+        &self,
+        merchant: &Merchant,
+        wanted: EventType,
+    ) -> Result<(OrderWithInvoice, Vec<Event>)> {
+        self.require_sandbox()?;
+        let request = crate::CreateOrder {
+            currency: "USD".into(),
+            amount: Decimal::new(1999, 2),
+            title: Some(format!("sandbox trigger {}", wanted.as_str())),
+            ..Default::default()
+        };
+        let order_id = self.create_order(merchant, &request)?.order.order.order_id;
+        let pay = |confirmed| SimulateAction::Pay { amount: None, confirmed };
+        let steps = match wanted {
+            EventType::Pending => vec![SimulateAction::Partial { amount: None }],
+            EventType::Paid => vec![pay(true)],
+            EventType::Failed => vec![pay(false), SimulateAction::Reject],
+            EventType::Cancelled => vec![SimulateAction::Cancel],
+            EventType::Expired => vec![SimulateAction::Expire],
+            EventType::PaidLate => vec![SimulateAction::Expire, pay(true)],
+        };
+        let mut events = Vec::new();
+        let mut order = None;
+        for step in &steps {
+            let done = self.simulate(&order_id, step)?;
+            events.extend(done.events);
+            order = Some(done.order);
+        }
+        match order {
+            Some(order) if events.iter().any(|event| event.event_type == wanted) => Ok((order, events)),
+            _ => Err(Error::new(ErrorKind::Internal(format!("order {order_id} did not emit {}", wanted.as_str())))),
+        }
     }
 
     /// Runs one sandbox simulation step on an order (sandbox only) and reports what it
