@@ -1398,18 +1398,19 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     })
     .map_err(|e| format!("cannot start the expiry worker: {e}"))?;
     // Events as they are written, by this process or any other on the database.
-    let events_service = Arc::clone(&service);
-    let mut follower = service.follow_events(service.now());
-    let mut event_log = coinorder::Worker::spawn("coinorder-event-log", EVENT_LOG_INTERVAL, move || {
-        for event in follower.poll(&events_service)? {
-            log.event(&event);
-        }
-        Ok::<(), coinorder::Error>(())
-    })
-    .map_err(|e| format!("cannot start the event log: {e}"))?;
-    if args.quiet {
-        event_log.stop();
-    }
+    let mut event_log = if args.quiet {
+        None
+    } else {
+        let events_service = Arc::clone(&service);
+        let mut follower = service.follow_events(service.now());
+        let worker = coinorder::Worker::spawn("coinorder-event-log", EVENT_LOG_INTERVAL, move || {
+            for event in follower.poll(&events_service)? {
+                log.event(&event);
+            }
+            Ok::<(), coinorder::Error>(())
+        });
+        Some(worker.map_err(|e| format!("cannot start the event log: {e}"))?)
+    };
     let mut delivery = service
         .start_delivery_worker(DELIVERY_INTERVAL, DELIVERY_BATCH)
         .map_err(|e| format!("cannot start the delivery worker: {e}"))?;
@@ -1448,7 +1449,9 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         expiry.stop();
         delivery.stop();
         checkpoint.stop();
-        event_log.stop();
+        if let Some(event_log) = &mut event_log {
+            event_log.stop();
+        }
     });
     for worker in [&expiry, &delivery, &checkpoint] {
         if let Some(error) = worker.last_error() {
