@@ -200,7 +200,17 @@ fn debug_and_json_renderings_do_not_reveal_secrets() {
     let v: serde_json::Value = serde_json::from_str(&as_json).expect("json");
     assert_eq!(
         keys_of(&v),
-        sorted(&["id", "user_id", "environment", "status", "webhook_url", "key_hint", "created_at", "last_used_at"])
+        sorted(&[
+            "id",
+            "user_id",
+            "environment",
+            "status",
+            "webhook_url",
+            "key_hint",
+            "created_at",
+            "last_used_at",
+            "display_name"
+        ])
     );
     assert_eq!(v["created_at"].as_str(), Some(T0_ISO));
     let hint = string(&v, "key_hint");
