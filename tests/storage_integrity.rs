@@ -217,8 +217,13 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
     };
     assert_eq!(before_busy, vec![1, 2]);
 
-    // Back to what schema version 4 wrote: no counter column at all.
-    tamper(&db, "ALTER TABLE orders DROP COLUMN last_event_sequence; PRAGMA user_version = 4;");
+    // Back to what schema version 4 wrote: no counter column at all (nor the later
+    // display_name of keys).
+    tamper(
+        &db,
+        "ALTER TABLE orders DROP COLUMN last_event_sequence; ALTER TABLE api_keys DROP COLUMN display_name;
+         PRAGMA user_version = 4;",
+    );
     {
         let conn = rusqlite::Connection::open(&db).expect("open");
         let columns: i64 = conn
