@@ -621,7 +621,7 @@ struct ServeArgs {
     #[arg(long, value_name = "N")]
     rate_burst: Option<u32>,
     /// Threads answering reads (GET, the payment page) concurrently; writes have threads
-    /// of their own (`write_threads` in [limits], default 2). Default 8.
+    /// of their own (`write_threads` in [limits], default 32). Default 8.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// How long a new invoice's quote stays valid, in seconds; after that the order

@@ -50,7 +50,11 @@ pub struct ServerLimits {
     pub max_in_flight: usize,
     /// Threads answering requests that write (`POST`...). They are apart from the ones
     /// that answer reads (the `threads` of [`Server::spawn`](super::Server::spawn)), so
-    /// reads and the payment page go on while writes wait for the database. Default 2.
+    /// reads and the payment page go on while writes wait for the database. Default 32:
+    /// writes that wait together share one commit (group commit), so more of them in
+    /// flight means more orders per fsync. POSTs from 64 connections measured 1.5–1.7k/s
+    /// with 2 threads, 2.7–3.0k/s with 8, 4.0–4.4k/s with 16, 4.8–5.1k/s with 32 and
+    /// 5.0–5.1k/s with 64 (2 cores, wrk on the same machine).
     pub write_threads: usize,
     /// Longest wait of a request for a free thread. Default 10 s.
     pub queue_timeout: Duration,
@@ -71,7 +75,7 @@ impl Default for ServerLimits {
             write_timeout: Duration::from_secs(30),
             max_connections: 1024,
             max_in_flight: 256,
-            write_threads: 2,
+            write_threads: 32,
             queue_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
         }
