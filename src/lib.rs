@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod addresses;
+pub mod chain;
 mod config;
 mod delivery;
 mod environment;
@@ -57,6 +58,7 @@ mod service;
 pub mod signature;
 mod storage;
 mod time;
+mod wallets;
 mod wire;
 mod worker;
 
