@@ -43,6 +43,20 @@ const ERC20_CONTRACTS: &[(&str, u64, &str)] = &[
     ("USDC", SANDBOX_ETHEREUM_CHAIN_ID, "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238"),
 ];
 
+/// The ERC-20 tokens a service in `environment` quotes, as (coin, contract): what the
+/// Ethereum chain watcher looks for by default.
+pub(crate) fn token_contracts(environment: Environment) -> Vec<(String, String)> {
+    let chain = match environment {
+        Environment::Live => ETHEREUM_CHAIN_ID,
+        Environment::Sandbox => SANDBOX_ETHEREUM_CHAIN_ID,
+    };
+    ERC20_CONTRACTS
+        .iter()
+        .filter(|(_, on, _)| *on == chain)
+        .map(|(coin, _, contract)| (coin.to_string(), contract.to_string()))
+        .collect()
+}
+
 /// The payment URI for `address` and `amount` of `currency`, the QR code and "Open in
 /// wallet" link of the payment page.
 ///

@@ -185,6 +185,75 @@ pub struct Config {
     /// Told what background work did as it happens (`coinorder serve` logs it); `None`:
     /// nobody.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Where the chain watcher ([`crate::Service::watch_chain_due`]) sees Bitcoin
+    /// payments to invoices' derived addresses; `None`: BTC is not watched.
+    pub bitcoin_watch: Option<BitcoinWatch>,
+    /// Where the chain watcher sees ETH and ERC-20 token payments; `None`: not watched.
+    pub ethereum_watch: Option<EthereumWatch>,
+}
+
+/// The Bitcoin chain watcher's source: an Esplora-compatible HTTP API (Blockstream's
+/// electrs, mempool.space, or your own).
+#[derive(Clone, PartialEq, Eq)]
+pub struct BitcoinWatch {
+    /// Base URL of the API, such as `https://blockstream.info/api`; it may carry an API
+    /// key, so it is never logged, only its scheme, host and port.
+    pub esplora_url: String,
+    /// Blocks deep a payment must be to count as confirmed (1 = in a block).
+    pub confirmations: u32,
+}
+
+impl BitcoinWatch {
+    /// Two confirmations, a common merchant setting for BTC.
+    pub const DEFAULT_CONFIRMATIONS: u32 = 2;
+}
+
+/// The Ethereum chain watcher's source: a JSON-RPC node, and the token contracts it
+/// watches for USDT and USDC.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EthereumWatch {
+    /// The node's JSON-RPC URL; it may carry an API key, so it is never logged, only its
+    /// scheme, host and port.
+    pub rpc_url: String,
+    /// Blocks deep a payment must be to count as confirmed (1 = in a block).
+    pub confirmations: u32,
+    /// ERC-20 tokens watched, as (coin, contract address): by default USDT and USDC on
+    /// Ethereum mainnet in live and Circle's Sepolia USDC in the sandbox; a test chain
+    /// names its own.
+    pub tokens: Vec<(String, String)>,
+}
+
+impl EthereumWatch {
+    /// Twelve confirmations, a common merchant setting for Ethereum.
+    pub const DEFAULT_CONFIRMATIONS: u32 = 12;
+
+    /// A watch of `rpc_url` with the default depth and `environment`'s token contracts.
+    pub fn new(environment: Environment, rpc_url: impl Into<String>) -> EthereumWatch {
+        EthereumWatch {
+            rpc_url: rpc_url.into(),
+            confirmations: Self::DEFAULT_CONFIRMATIONS,
+            tokens: crate::addresses::token_contracts(environment),
+        }
+    }
+}
+
+impl fmt::Debug for BitcoinWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BitcoinWatch")
+            .field("esplora_url", &crate::chain::endpoint_for_display(&self.esplora_url))
+            .field("confirmations", &self.confirmations)
+            .finish()
+    }
+}
+
+impl fmt::Debug for EthereumWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EthereumWatch")
+            .field("rpc_url", &crate::chain::endpoint_for_display(&self.rpc_url))
+            .field("confirmations", &self.confirmations)
+            .field("tokens", &self.tokens)
+            .finish()
+    }
 }
 
 /// Receives what the service's background work did, as it happens: for logs and
@@ -245,6 +314,8 @@ impl Config {
             rate_source: None,
             address_source: None,
             observer: None,
+            bitcoin_watch: None,
+            ethereum_watch: None,
         }
     }
 
@@ -272,9 +343,44 @@ impl Config {
         if let Some(smtp) = &self.smtp {
             smtp.check()?;
         }
+        self.check_watches()?;
         for code in &self.pay_currencies {
             if crate::money::coin_decimals(code).is_none() {
                 return Err(Error::new(crate::ErrorKind::Config(format!("unknown pay currency {code}"))));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// The chain watchers' endpoints are http(s) URLs, their depths at least one block,
+    /// and their token contracts addresses of tokens we quote.
+    fn check_watches(&self) -> Result<()> {
+        let config = |message: String| Error::new(crate::ErrorKind::Config(message));
+        let endpoint = |what: &str, url: &str| match url::Url::parse(url) {
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some() => Ok(()),
+            _ => Err(config(format!("{what} must be an http:// or https:// URL"))),
+        };
+        if let Some(watch) = &self.bitcoin_watch {
+            endpoint("esplora_url", &watch.esplora_url)?;
+            if watch.confirmations == 0 {
+                return Err(config("bitcoin confirmations must be at least 1".into()));
+            }
+        }
+        if let Some(watch) = &self.ethereum_watch {
+            endpoint("ethereum_rpc_url", &watch.rpc_url)?;
+            if watch.confirmations == 0 {
+                return Err(config("ethereum confirmations must be at least 1".into()));
+            }
+            for (coin, contract) in &watch.tokens {
+                if !matches!(coin.as_str(), "USDT" | "USDC") {
+                    return Err(config(format!("ethereum token {coin}: only USDT and USDC are ERC-20 coins we quote")));
+                }
+                let hex = contract.strip_prefix("0x").unwrap_or("");
+                if hex.len() != 40 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(config(format!("ethereum token {coin}: contract must be 0x and 40 hex digits")));
+                }
             }
         }
         Ok(())
@@ -305,6 +411,11 @@ impl Config {
     /// | `pay_currencies` | array of crypto codes customers may pay in | USDT, USDC, BTC, ETH |
     /// | `default_pay_currency` | the one used when an order names none | `"USDT"` |
     /// | `smtp_url`, `smtp_from` | where payment-link e-mails go ([`SmtpConfig`]) | none |
+    /// | `esplora_url` | Esplora API the Bitcoin watcher reads ([`BitcoinWatch`]) | none: BTC not watched |
+    /// | `bitcoin_confirmations` | blocks deep a BTC payment must be, 1 to 1000 | 2 |
+    /// | `ethereum_rpc_url` | JSON-RPC node the Ethereum watcher reads ([`EthereumWatch`]) | none: not watched |
+    /// | `ethereum_confirmations` | blocks deep an ETH or token payment must be, 1 to 1000 | 12 |
+    /// | `ethereum_tokens` | object of coin → ERC-20 contract address (`{"USDT": "0x…"}`) | the environment's USDT and USDC |
     ///
     /// An unknown option or a value of the wrong type or range is refused with
     /// `PARAMETERS_MISSING` naming it (`config.invoice_ttl: ...`), so a typo never goes
@@ -334,6 +445,8 @@ impl Config {
         let mut config = Config::new(environment);
         let (mut rate, mut burst) = (None, None);
         let (mut smtp_url, mut smtp_from) = (None, None);
+        let (mut esplora_url, mut bitcoin_confirmations) = (None, None);
+        let (mut ethereum_rpc_url, mut ethereum_confirmations, mut ethereum_tokens) = (None, None, None);
         for (name, value) in fields {
             if value.is_null() {
                 continue;
@@ -379,6 +492,23 @@ impl Config {
                 "default_pay_currency" => config.default_pay_currency = text(name, value)?,
                 "smtp_url" => smtp_url = Some(text(name, value)?),
                 "smtp_from" => smtp_from = Some(text(name, value)?),
+                "esplora_url" => esplora_url = Some(text(name, value)?),
+                "bitcoin_confirmations" => {
+                    bitcoin_confirmations = Some(u32::try_from(whole(name, value, 1, 1000)?).unwrap_or(1000));
+                }
+                "ethereum_rpc_url" => ethereum_rpc_url = Some(text(name, value)?),
+                "ethereum_confirmations" => {
+                    ethereum_confirmations = Some(u32::try_from(whole(name, value, 1, 1000)?).unwrap_or(1000));
+                }
+                "ethereum_tokens" => {
+                    let tokens = value.as_object().ok_or_else(|| bad(name, "must be an object of coin: contract"))?;
+                    ethereum_tokens = Some(
+                        tokens
+                            .iter()
+                            .map(|(coin, contract)| Ok((coin.clone(), text(&format!("{name}.{coin}"), contract)?)))
+                            .collect::<Result<Vec<_>>>()?,
+                    );
+                }
                 _ => return Err(bad(name, "unknown option")),
             }
         }
@@ -397,6 +527,27 @@ impl Config {
             }
             (None, Some(_)) => return Err(bad("smtp_from", "needs smtp_url")),
             (None, None) => {}
+        }
+        match (esplora_url, bitcoin_confirmations) {
+            (Some(esplora_url), confirmations) => {
+                let confirmations = confirmations.unwrap_or(BitcoinWatch::DEFAULT_CONFIRMATIONS);
+                config.bitcoin_watch = Some(BitcoinWatch { esplora_url, confirmations });
+            }
+            (None, Some(_)) => return Err(bad("bitcoin_confirmations", "needs esplora_url")),
+            (None, None) => {}
+        }
+        match (ethereum_rpc_url, ethereum_confirmations, ethereum_tokens) {
+            (Some(rpc_url), confirmations, tokens) => {
+                let mut watch = EthereumWatch::new(environment, rpc_url);
+                watch.confirmations = confirmations.unwrap_or(EthereumWatch::DEFAULT_CONFIRMATIONS);
+                if let Some(tokens) = tokens {
+                    watch.tokens = tokens;
+                }
+                config.ethereum_watch = Some(watch);
+            }
+            (None, Some(_), _) => return Err(bad("ethereum_confirmations", "needs ethereum_rpc_url")),
+            (None, _, Some(_)) => return Err(bad("ethereum_tokens", "needs ethereum_rpc_url")),
+            (None, None, None) => {}
         }
         Ok(config)
     }

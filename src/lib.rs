@@ -66,7 +66,8 @@ pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
 pub use config::{
-    Clock, Config, ManualClock, Observer, RateLimit, SmtpConfig, SqliteOptions, SystemClock, MAX_INVOICE_TTL_SECS,
+    BitcoinWatch, Clock, Config, EthereumWatch, ManualClock, Observer, RateLimit, SmtpConfig, SqliteOptions,
+    SystemClock, MAX_INVOICE_TTL_SECS,
 };
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
 pub use environment::Environment;
@@ -87,7 +88,7 @@ pub use rates::RateSource;
 pub use secrets::SecretString;
 #[cfg(feature = "server")]
 pub use server::{RequestLog, Server, ServerHandle, ServerLimits};
-pub use service::{EventFollower, Service, SignedWebhook};
+pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, Wallet, MISSING_PASSES};
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};

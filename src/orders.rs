@@ -349,6 +349,10 @@ pub struct Invoice {
     pub address: String,
     /// The payment URI shown as a QR code (`bitcoin:<address>?amount=...`).
     pub payment_uri: String,
+    /// The index in the merchant's watch-only wallet the address was derived at
+    /// (`Service::set_wallet`); `None` when the address came from elsewhere (an
+    /// `AddressSource`, the sandbox's fake addresses) or there is none.
+    pub derivation_index: Option<u32>,
 }
 
 /// An order with its invoice, as Get Order returns it.

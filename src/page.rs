@@ -1194,6 +1194,7 @@ mod tests {
             updated_at: Timestamp(0),
             payment_uri: payment_uri_for(environment, currency, &address, amount),
             address,
+            derivation_index: None,
         }
     }
 

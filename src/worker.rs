@@ -258,6 +258,20 @@ impl Service {
         Worker::spawn("coinorder-expiry", interval, move || service.expire_due(service.now()).map(|_| ()))
     }
 
+    /// Starts a background [`Worker`] (thread `coinorder-chain`) that runs
+    /// [`Service::watch_chain_due`] now and then every `interval`, so live payments to
+    /// invoices' derived addresses are recorded, confirmed and rejected without host code.
+    /// A run's endpoint errors are its [`Worker::last_error`]; the chain backs off by
+    /// itself.
+    pub fn start_chain_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
+        let service = Arc::clone(self);
+        Worker::spawn("coinorder-chain", interval, move || match service.watch_chain_due() {
+            Ok(report) if report.errors.is_empty() => Ok(()),
+            Ok(report) => Err(report.errors.join("; ")),
+            Err(error) => Err(error.to_string()),
+        })
+    }
+
     /// Starts a background [`Worker`] (thread `coinorder-checkpoint`) that runs
     /// [`Service::checkpoint`] now and then every `interval`, so that committing writes
     /// never copy the write-ahead log themselves.

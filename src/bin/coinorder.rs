@@ -37,6 +37,8 @@ const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often `serve` copies SQLite's write-ahead log into the database file, so that
 /// requests never do it.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+/// How often `serve` asks the configured chains for payments to invoices' addresses.
+const CHAIN_INTERVAL: Duration = Duration::from_secs(15);
 /// How many webhooks (and e-mails) `serve` sends per batch.
 const DELIVERY_BATCH: usize = 100;
 /// How often `serve` looks for new events to log.
@@ -174,6 +176,53 @@ enum Command {
     /// Watch order events as they happen.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Manage watch-only wallets: the extended public keys each new invoice's deposit
+    /// address is derived from (one fresh address per invoice, never reused).
+    ///
+    /// Only public keys are accepted; a private key is refused and never stored. BTC
+    /// takes a BIP84 `zpub`/`xpub` account key or a `wpkh([fp/84'/0'/0']xpub.../0/*)`
+    /// descriptor (`vpub`/`tpub` in the sandbox); ETH, USDT and USDC take the account
+    /// `xpub` at m/44'/60'/0' (addresses m/44'/60'/0'/0/i). Check the first address with
+    /// `wallets show-address` against your own wallet before taking payments. `serve`
+    /// watches the chains for payments to these addresses ([bitcoin] and [ethereum] in
+    /// the settings file).
+    #[command(subcommand)]
+    Wallets(WalletsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum WalletsCommand {
+    /// Set (or replace) the wallet of COIN and print it with its first address.
+    Set {
+        /// BTC, ETH, USDT or USDC (case-insensitive).
+        coin: String,
+        /// The extended public key or output descriptor (see `coinorder wallets --help`).
+        key: String,
+    },
+    /// List the environment's wallets with their next derivation index.
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Print the addresses of COIN's wallet from --index on, to compare with the
+    /// receive addresses your own wallet software shows.
+    ShowAddress {
+        /// BTC, ETH, USDT or USDC (case-insensitive).
+        coin: String,
+        /// The first derivation index shown.
+        #[arg(long, default_value_t = 0)]
+        index: u32,
+        /// How many addresses to show, 1 to 100.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        count: u32,
+    },
+    /// Remove COIN's wallet: new invoices in COIN get no derived address. Invoices made
+    /// before keep theirs and are still watched; setting the same key again goes on from
+    /// the index reached, so no address is handed out twice.
+    Remove {
+        /// BTC, ETH, USDT or USDC (case-insensitive).
+        coin: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -644,6 +693,16 @@ struct ServeArgs {
     /// Log only failures and warnings: no line per request, event, attempt or expiry run.
     #[arg(long)]
     quiet: bool,
+    /// Watch Bitcoin through this Esplora-compatible API (e.g. https://blockstream.info/api
+    /// or your own electrs) for payments to invoices' derived addresses. Also
+    /// `esplora_url` in [bitcoin] of --config, with `confirmations` (default 2).
+    #[arg(long, value_name = "URL")]
+    esplora_url: Option<String>,
+    /// Watch Ethereum (ETH, USDT, USDC) through this JSON-RPC node for payments to
+    /// invoices' derived addresses. Also `rpc_url` in [ethereum] of --config, with
+    /// `confirmations` (default 12) and `tokens` (USDT / USDC contract addresses).
+    #[arg(long, value_name = "URL")]
+    ethereum_rpc_url: Option<String>,
     #[command(flatten)]
     send: SendArgs,
 }
@@ -699,6 +758,17 @@ impl ServeLog {
         );
     }
 
+    fn chain(&self, report: &coinorder::ChainWatchReport) {
+        self.line(
+            "chain",
+            &format!(
+                "{} payment(s) recorded, {} confirmed, {} rejected",
+                report.recorded, report.confirmed, report.rejected
+            ),
+            json!({ "recorded": report.recorded, "confirmed": report.confirmed, "rejected": report.rejected }),
+        );
+    }
+
     fn notice(&self, text: &str) {
         self.line("notice", text, json!({ "message": text }));
     }
@@ -730,6 +800,54 @@ impl coinorder::Observer for ServeLog {
     }
 }
 
+/// The chain watchers' endpoints: the flags, else the settings file's [bitcoin] and
+/// [ethereum]; none, no watcher.
+fn apply_chain_settings(
+    config: &mut Config,
+    esplora_url: Option<String>,
+    ethereum_rpc_url: Option<String>,
+    file: &FileConfig,
+) {
+    if let Some(esplora_url) = esplora_url.or_else(|| file.bitcoin.esplora_url.clone()) {
+        let confirmations = file.bitcoin.confirmations.unwrap_or(coinorder::BitcoinWatch::DEFAULT_CONFIRMATIONS);
+        config.bitcoin_watch = Some(coinorder::BitcoinWatch { esplora_url, confirmations });
+    }
+    if let Some(rpc_url) = ethereum_rpc_url.or_else(|| file.ethereum.rpc_url.clone()) {
+        let mut watch = coinorder::EthereumWatch::new(config.environment, rpc_url);
+        if let Some(confirmations) = file.ethereum.confirmations {
+            watch.confirmations = confirmations;
+        }
+        if let Some(tokens) = &file.ethereum.tokens {
+            watch.tokens =
+                tokens.iter().map(|(coin, contract)| (coin.to_ascii_uppercase(), contract.clone())).collect();
+        }
+        config.ethereum_watch = Some(watch);
+    }
+}
+
+/// A live `serve` with an accepted coin that has no wallet would show customers orders
+/// with no deposit address; it refuses to start instead, saying what to do. (The CLI
+/// has no `AddressSource`: that is for hosts embedding the library.)
+fn refuse_live_without_addresses(service: &Service) -> CliResult<()> {
+    let config = service.config();
+    if config.environment != Environment::Live || config.address_source.is_some() {
+        return Ok(());
+    }
+    let wallets = service.wallets().map_err(fail)?;
+    let missing: Vec<&String> =
+        config.pay_currencies.iter().filter(|coin| !wallets.iter().any(|wallet| &wallet.coin == *coin)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list = missing.iter().map(|coin| coin.as_str()).collect::<Vec<_>>().join(", ");
+    Err(format!(
+        "live accepts {list} but has no wallet for {}: customers would get orders with no deposit address. \
+         Set one per coin with `coinorder wallets set --env live <COIN> <xpub/zpub or descriptor>`, \
+         or accept only the coins you have wallets for (`pay_currencies` in [server] of --config)",
+        if missing.len() == 1 { "it" } else { "them" }
+    ))
+}
+
 /// What a live `serve` cannot do for a coin it accepts, as warnings: no rate to quote
 /// it with (and no rate source), no deposit addresses (no address source plugged in).
 fn live_warnings(service: &Service) -> Vec<String> {
@@ -748,11 +866,16 @@ fn live_warnings(service: &Service) -> Vec<String> {
             )
         })
         .collect();
-    if config.address_source.is_none() {
+    let watched = |coin: &str| match coin {
+        "BTC" => config.bitcoin_watch.is_some(),
+        _ => config.ethereum_watch.as_ref().is_some_and(|w| coin == "ETH" || w.tokens.iter().any(|(c, _)| c == coin)),
+    };
+    let unwatched: Vec<&str> = config.pay_currencies.iter().map(String::as_str).filter(|coin| !watched(coin)).collect();
+    if !unwatched.is_empty() {
         warnings.push(format!(
-            "warning: live has no address source for {}: invoices get no deposit address until the host plugs \
-             one in through the library (Config::address_source)",
-            config.pay_currencies.join(", ")
+            "warning: live watches no chain for {}: payments to their addresses are not seen until recorded \
+             (`coinorder payments record`) or an endpoint is set (--esplora-url, --ethereum-rpc-url)",
+            unwatched.join(", ")
         ));
     }
     warnings
@@ -813,6 +936,7 @@ fn run(cli: Cli, db_given: bool) -> CliResult<()> {
         Command::Webhooks(command) => webhooks(&ctx, command),
         Command::Emails(command) => emails(&ctx, command),
         Command::Events(EventsCommand::Tail { forward_to, output }) => tail_events(&ctx, forward_to, output.format),
+        Command::Wallets(command) => wallets(&ctx, command),
     }
 }
 
@@ -912,6 +1036,10 @@ struct FileConfig {
     smtp: SmtpSection,
     #[serde(default)]
     limits: LimitsSection,
+    #[serde(default)]
+    bitcoin: BitcoinSection,
+    #[serde(default)]
+    ethereum: EthereumSection,
 }
 
 /// `[sqlite]`: what only a SQLite database file has.
@@ -997,6 +1125,28 @@ struct ServerSection {
     rate_burst: Option<u32>,
     threads: Option<u16>,
     allow_open_permissions: Option<bool>,
+    /// `Config::pay_currencies`.
+    pay_currencies: Option<Vec<String>>,
+    /// `Config::default_pay_currency`.
+    default_pay_currency: Option<String>,
+}
+
+/// `[bitcoin]`: where `serve` watches for BTC payments (`Config::bitcoin_watch`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BitcoinSection {
+    esplora_url: Option<String>,
+    confirmations: Option<u32>,
+}
+
+/// `[ethereum]`: where `serve` watches for ETH and token payments
+/// (`Config::ethereum_watch`); `tokens` maps USDT / USDC to a contract address.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EthereumSection {
+    rpc_url: Option<String>,
+    confirmations: Option<u32>,
+    tokens: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1015,7 +1165,9 @@ struct SmtpSection {
 
 /// Every key the settings file may have, by section ("" for the top level).
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
-    ("", &["db", "secret_key_file", "sqlite", "server", "webhooks", "smtp", "limits"]),
+    ("", &["db", "secret_key_file", "sqlite", "server", "webhooks", "smtp", "limits", "bitcoin", "ethereum"]),
+    ("bitcoin", &["esplora_url", "confirmations"]),
+    ("ethereum", &["rpc_url", "confirmations", "tokens"]),
     ("sqlite", &["synchronous", "mmap_mib", "cache_mib"]),
     (
         "server",
@@ -1028,6 +1180,8 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "rate_burst",
             "threads",
             "allow_open_permissions",
+            "pay_currencies",
+            "default_pay_currency",
         ],
     ),
     ("webhooks", &["timeout_secs", "allow_private"]),
@@ -1353,6 +1507,14 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         config.rate_limit.burst = burst;
     }
     apply_send_settings(&mut config, &args.send, file)?;
+    apply_chain_settings(&mut config, args.esplora_url.clone(), args.ethereum_rpc_url.clone(), file);
+    if let Some(coins) = &settings.pay_currencies {
+        config.pay_currencies = coins.iter().map(|coin| coin.to_ascii_uppercase()).collect();
+        config.default_pay_currency = config.pay_currencies.first().cloned().unwrap_or_default();
+    }
+    if let Some(coin) = &settings.default_pay_currency {
+        config.default_pay_currency = coin.to_ascii_uppercase();
+    }
     let limits = file.limits.server_limits()?;
     if let Some(ms) = file.limits.busy_timeout_ms {
         config.busy_timeout = Duration::from_millis(ms);
@@ -1371,6 +1533,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         config.observer = Some(Arc::new(ServeLog { format: args.log_format }));
     }
     let service = Arc::new(open(&db, config)?);
+    refuse_live_without_addresses(&service)?;
 
     // Install the signal handler before announcing the address, so that a SIGTERM sent
     // as soon as the line is read already means "shut down cleanly".
@@ -1417,6 +1580,18 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     let mut checkpoint = service
         .start_checkpoint_worker(CHECKPOINT_INTERVAL)
         .map_err(|e| format!("cannot start the checkpoint worker: {e}"))?;
+    let chain_service = Arc::clone(&service);
+    let mut chain = coinorder::Worker::spawn("coinorder-chain", CHAIN_INTERVAL, move || {
+        let report = chain_service.watch_chain_due()?;
+        if !args.quiet && report.recorded + report.confirmed + report.rejected > 0 {
+            log.chain(&report);
+        }
+        for error in &report.errors {
+            log.notice(&format!("warning: chain watcher: {error}"));
+        }
+        Ok::<(), coinorder::Error>(())
+    })
+    .map_err(|e| format!("cannot start the chain watcher: {e}"))?;
     let grace = limits.shutdown_grace;
     let warnings = live_warnings(&service);
     let request_log = match (args.quiet, args.log_format) {
@@ -1449,11 +1624,12 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         expiry.stop();
         delivery.stop();
         checkpoint.stop();
+        chain.stop();
         if let Some(event_log) = &mut event_log {
             event_log.stop();
         }
     });
-    for worker in [&expiry, &delivery, &checkpoint] {
+    for worker in [&expiry, &delivery, &checkpoint, &chain] {
         if let Some(error) = worker.last_error() {
             eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
         }
@@ -1821,6 +1997,61 @@ fn rates(ctx: &Ctx, command: RatesCommand) -> CliResult<()> {
         }
     };
     print_json(&output)
+}
+
+fn wallets(ctx: &Ctx, command: WalletsCommand) -> CliResult<()> {
+    let service = match &command {
+        WalletsCommand::Set { .. } => ctx.open()?,
+        _ => ctx.open_existing()?,
+    };
+    let output = match command {
+        WalletsCommand::Set { coin, key } => wallet_json(&service, &service.set_wallet(&coin, &key).map_err(fail)?),
+        WalletsCommand::List { output } => {
+            let wallets = service.wallets().map_err(fail)?;
+            let rows = Value::Array(wallets.iter().map(|wallet| wallet_json(&service, wallet)).collect());
+            return print_rows(
+                &rows,
+                output.format,
+                &[
+                    ("ENV", "/environment"),
+                    ("COIN", "/coin"),
+                    ("NEXT INDEX", "/next_index"),
+                    ("FIRST ADDRESS", "/first_address"),
+                    ("KEY", "/descriptor"),
+                ],
+            );
+        }
+        WalletsCommand::ShowAddress { coin, index, count } => {
+            let last = index.saturating_add(count - 1);
+            let addresses = (index..=last)
+                .map(|i| Ok(json!({ "index": i, "address": service.wallet_address(&coin, i).map_err(fail)? })))
+                .collect::<CliResult<Vec<Value>>>()?;
+            Value::Array(addresses)
+        }
+        WalletsCommand::Remove { coin } => {
+            let removed = service.remove_wallet(&coin).map_err(fail)?;
+            if !removed {
+                return Err(format!(
+                    "no {} wallet in {} (see `coinorder wallets list`)",
+                    coin.to_ascii_uppercase(),
+                    service.environment()
+                ));
+            }
+            json!({ "removed": { "environment": service.environment().as_str(), "coin": coin.to_ascii_uppercase() } })
+        }
+    };
+    print_json(&output)
+}
+
+fn wallet_json(service: &Service, wallet: &coinorder::Wallet) -> Value {
+    json!({
+        "environment": service.environment().as_str(),
+        "coin": wallet.coin,
+        "descriptor": wallet.descriptor,
+        "next_index": wallet.next_index,
+        "first_address": wallet.first_address,
+        "updated_at": wallet.updated_at.to_iso(),
+    })
 }
 
 fn rate_json(rate: &coinorder::Rate) -> Value {

@@ -1,8 +1,12 @@
 //! [`Service`]: the typed API of the order service over one SQLite file.
 
+mod chain;
 mod emails;
 mod payments;
+mod wallets;
 mod webhooks;
+pub use chain::{ChainWatchReport, MISSING_PASSES};
+pub use wallets::Wallet;
 pub use webhooks::{EventFollower, SignedWebhook};
 
 use std::collections::HashMap;
@@ -59,6 +63,10 @@ pub struct Service {
     auth_failures: RateLimiter,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
+    /// Watch-only wallets parsed once per process.
+    wallets: wallets::WalletCache,
+    /// The chain watcher's backoff and missing-transaction counts.
+    chain_state: chain::WatchState,
 }
 
 /// An order id in the form it is stored in (lower-case hyphenated UUID), whatever form
@@ -131,6 +139,8 @@ impl Service {
             store,
             secrets,
             last_used_written: Mutex::new(HashMap::new()),
+            wallets: wallets::WalletCache::default(),
+            chain_state: chain::WatchState::default(),
         })
     }
 
@@ -487,6 +497,7 @@ impl Service {
             updated_at: now,
             address: deposit.address,
             payment_uri: deposit.payment_uri.unwrap_or_default(),
+            derivation_index: None,
         };
         let mut created = CreatedOrder {
             order: OrderWithInvoice { order, invoice },
@@ -496,24 +507,30 @@ impl Service {
         };
         created.response_body = render::create_response(&created).to_string();
 
-        let prior = self.store.write(|db| {
+        // A host's address source gives every address; without one, the coin's
+        // watch-only wallet does, its next index taken in this very transaction.
+        let from_wallets = self.config.address_source.is_none();
+        let outcome = self.store.write(|db| {
             if valid.merchant_order_id.is_some() {
                 let existing =
                     db.prior_create(merchant.user_id, merchant.environment, &created.order.order.merchant_order_id)?;
                 if let Some(prior) = existing {
-                    return Ok(Some(prior));
+                    return Ok(Err(prior));
                 }
             }
-            db.insert_order_with_invoice(&created.order, &request_hash, &created.response_body)?;
-            if let Some(recipient) = &created.order.order.customer_email {
-                let email = mail::payment_link_email(&created.order.order, recipient, &created.payment_url);
+            let derived = if from_wallets { self.with_derived_address(db, &created)? } else { None };
+            let stored = derived.as_ref().unwrap_or(&created);
+            db.insert_order_with_invoice(&stored.order, &request_hash, &stored.response_body)?;
+            if let Some(recipient) = &stored.order.order.customer_email {
+                let email = mail::payment_link_email(&stored.order.order, recipient, &stored.payment_url);
                 db.insert_email(merchant.environment, &email)?;
             }
-            Ok(None)
+            Ok(Ok(derived))
         })?;
-        match prior {
-            None => Ok(created),
-            Some(prior) => {
+        match outcome {
+            Ok(None) => Ok(created),
+            Ok(Some(derived)) => Ok(derived),
+            Err(prior) => {
                 let merchant_order_id = created.order.order.merchant_order_id;
                 self.settle_prior(
                     merchant,

@@ -35,7 +35,7 @@ use crate::orders::{Order, OrderStatus, OrderWithInvoice};
 use crate::payments::{Event, Payment, PaymentState, Rate};
 use crate::time::Timestamp;
 
-pub(crate) use records::{AttemptResult, ClaimedEvent, DeliveryRow, KeyRow, PriorCreate};
+pub(crate) use records::{AttemptResult, ClaimedEvent, DeliveryRow, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
 pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
@@ -377,6 +377,32 @@ dispatch! {
     fn email(email_id: &str) -> Result<Email>;
     /// The newest e-mails of `environment`, of one order or of all.
     fn emails(environment: Environment, order_id: Option<&str>, limit: i64) -> Result<Vec<Email>>;
+
+    // Watch-only wallets and the chain watcher's bookkeeping (`wallets.rs`).
+
+    /// Sets (or replaces) the wallet of `coin`, and makes sure its key has an index counter.
+    fn upsert_wallet(environment: Environment, coin: &str, descriptor: &str, account_id: &str, now: Timestamp) -> Result<()>;
+    /// Every wallet of `environment`, by coin.
+    fn wallets(environment: Environment) -> Result<Vec<WalletRow>>;
+    /// The wallet of `coin`, if set.
+    fn wallet(environment: Environment, coin: &str) -> Result<Option<WalletRow>>;
+    /// Removes the wallet of `coin` (its key's counter stays); false when there was none.
+    fn delete_wallet(environment: Environment, coin: &str) -> Result<bool>;
+    /// Takes the key's next derivation index: a write on the counter's row, so call it in
+    /// the transaction that stores the invoice. Concurrent creates wait for each other's
+    /// row lock (or SQLite's one writer), so indexes are never reused, and a rolled-back
+    /// create gives its index back, so none is skipped.
+    fn take_derivation_index(environment: Environment, account_id: &str) -> Result<i64>;
+    /// Invoices with a derived address that may still be paid: NEW and PENDING ones, and
+    /// EXPIRED or FAILED ones whose quote ended at or after `late_since_ms` (a payment
+    /// then is `order.paid_late`); oldest quote first, at most `limit`.
+    fn watched_invoices(environment: Environment, late_since_ms: i64, limit: i64) -> Result<Vec<WatchedInvoice>>;
+    /// Unconfirmed payments toward invoices with a derived address, first seen first.
+    fn watched_unconfirmed_payments(environment: Environment, limit: i64) -> Result<Vec<Payment>>;
+    /// The next block the watcher of `chain` scans, if it has run before.
+    fn chain_cursor(environment: Environment, chain: &str) -> Result<Option<i64>>;
+    /// Stores the next block the watcher of `chain` scans.
+    fn set_chain_cursor(environment: Environment, chain: &str, next_block: i64) -> Result<()>;
 }
 
 #[cfg(test)]
@@ -456,7 +482,10 @@ mod tests {
             ("events.environment", environments.clone()),
             ("rates.environment", environments.clone()),
             ("emails.environment", environments.clone()),
-            ("retired_keys.environment", environments),
+            ("retired_keys.environment", environments.clone()),
+            ("wallets.environment", environments.clone()),
+            ("wallet_accounts.environment", environments.clone()),
+            ("chain_cursors.environment", environments),
         ];
         let backends = [
             ("sqlite", super::sqlite::MIGRATIONS.concat()),

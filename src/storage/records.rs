@@ -47,3 +47,21 @@ pub(crate) struct DeliveryRow {
     pub delivered_at: Option<Timestamp>,
     pub last_error: Option<String>,
 }
+
+/// A watch-only wallet as stored, with the next index of its key.
+pub(crate) struct WalletRow {
+    pub coin: String,
+    pub descriptor: String,
+    pub account_id: String,
+    /// The index the next invoice of any coin on this key gets.
+    pub next_index: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An invoice with a derived address that the chain watcher looks at.
+pub(crate) struct WatchedInvoice {
+    pub order_id: String,
+    pub currency: String,
+    pub address: String,
+}

@@ -9,7 +9,7 @@
 
 use rust_decimal::Decimal;
 
-use super::records::{ClaimedEvent, DeliveryRow, KeyRow, PriorCreate};
+use super::records::{ClaimedEvent, DeliveryRow, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
 use crate::delivery::{DeliveryState, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
@@ -94,7 +94,8 @@ const ORDER_COLUMN_COUNT: usize = 20;
 /// reads both.
 pub(super) const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
     i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
-    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri";
+    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri,
+    i.derivation_index";
 
 /// A row of [`ORDER_COLUMNS`].
 pub(super) fn order(row: &dyn RowValues) -> Result<Order> {
@@ -141,6 +142,12 @@ pub(super) fn order_with_invoice(row: &dyn RowValues) -> Result<OrderWithInvoice
         updated_at: time(row, at + 9)?,
         address: row.text(at + 10)?,
         payment_uri: row.text(at + 11)?,
+        derivation_index: match row.opt_int(at + 12)? {
+            None => None,
+            Some(index) => Some(u32::try_from(index).map_err(|_| {
+                Error::new(ErrorKind::Corrupt(format!("invoices.derivation_index: {index} is out of range")))
+            })?),
+        },
     };
     Ok(OrderWithInvoice { order, invoice })
 }
@@ -306,4 +313,28 @@ pub(super) fn email(row: &dyn RowValues) -> Result<Email> {
 /// A one-column row of text (an id).
 pub(super) fn id(row: &dyn RowValues) -> Result<String> {
     row.text(0)
+}
+
+/// The wallet columns, `w` joined with its counter `a`; [`wallet`] reads them.
+pub(super) const WALLET_COLUMNS: &str =
+    "w.coin, w.descriptor, w.account_id, COALESCE(a.next_index, 0), w.created_at, w.updated_at";
+
+/// A row of [`WALLET_COLUMNS`].
+pub(super) fn wallet(row: &dyn RowValues) -> Result<WalletRow> {
+    Ok(WalletRow {
+        coin: row.text(0)?,
+        descriptor: row.text(1)?,
+        account_id: row.text(2)?,
+        next_index: row.int(3)?,
+        created_at: time(row, 4)?,
+        updated_at: time(row, 5)?,
+    })
+}
+
+/// The columns of a [`WatchedInvoice`], from `orders o JOIN invoices i`.
+pub(super) const WATCHED_INVOICE_COLUMNS: &str = "o.order_id, i.currency, i.address";
+
+/// A row of [`WATCHED_INVOICE_COLUMNS`].
+pub(super) fn watched_invoice(row: &dyn RowValues) -> Result<WatchedInvoice> {
+    Ok(WatchedInvoice { order_id: row.text(0)?, currency: row.text(1)?, address: row.text(2)? })
 }

@@ -17,6 +17,7 @@ mod delivery;
 mod keys;
 mod orders;
 mod payments;
+mod wallets;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0001_init.sql"),
     include_str!("../../../migrations/postgres/0002_claim_indexes.sql"),
     include_str!("../../../migrations/postgres/0003_key_display_name.sql"),
+    include_str!("../../../migrations/postgres/0004_wallets.sql"),
 ];
 
 /// The schema version this library writes on PostgreSQL.

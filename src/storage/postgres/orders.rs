@@ -102,10 +102,11 @@ impl PgConn {
         let created_at = invoice.created_at.as_millis();
         let expired_at = invoice.expired_at.as_millis();
         let updated_at = invoice.updated_at.as_millis();
+        let derivation_index = invoice.derivation_index.map(i64::from);
         self.execute(
             "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
-                receive_currency, created_at, expired_at, updated_at, address, payment_uri)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                receive_currency, created_at, expired_at, updated_at, address, payment_uri, derivation_index)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             &[
                 &invoice.invoice_id,
                 &invoice.order_id,
@@ -120,6 +121,7 @@ impl PgConn {
                 &updated_at,
                 &invoice.address,
                 &invoice.payment_uri,
+                &derivation_index,
             ],
         )?;
         Ok(())

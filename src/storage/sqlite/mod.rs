@@ -13,6 +13,7 @@ mod group;
 mod keys;
 mod orders;
 mod payments;
+mod wallets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -33,6 +34,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0005_event_sequence.sql"),
     include_str!("../../../migrations/sqlite/0006_lean_indexes.sql"),
     include_str!("../../../migrations/sqlite/0007_key_display_name.sql"),
+    include_str!("../../../migrations/sqlite/0008_wallets.sql"),
 ];
 
 /// The schema version this library writes.

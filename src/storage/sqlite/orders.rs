@@ -70,9 +70,10 @@ impl SqliteConn<'_> {
         let invoice = &created.invoice;
         self.execute(
             "INSERT INTO invoices (invoice_id, order_id, amount, currency, rate, status, receive_amount,
-                    receive_currency, created_at, expired_at, updated_at, address, payment_uri)
+                    receive_currency, created_at, expired_at, updated_at, address, payment_uri, derivation_index)
                  VALUES (:invoice_id, :order_id, :amount, :currency, :rate, :status, :receive_amount,
-                    :receive_currency, :created_at, :expired_at, :updated_at, :address, :payment_uri)",
+                    :receive_currency, :created_at, :expired_at, :updated_at, :address, :payment_uri,
+                    :derivation_index)",
             named_params! {
                 ":invoice_id": invoice.invoice_id,
                 ":order_id": invoice.order_id,
@@ -87,6 +88,7 @@ impl SqliteConn<'_> {
                 ":updated_at": invoice.updated_at.as_millis(),
                 ":address": invoice.address,
                 ":payment_uri": invoice.payment_uri,
+                ":derivation_index": invoice.derivation_index,
             },
         )?;
         Ok(())

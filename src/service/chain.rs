@@ -1,0 +1,488 @@
+//! The chain watcher: what a payment seen on chain means for its order.
+//!
+//! One pass ([`Service::watch_chain_due`]) per configured chain:
+//! 1. **Discovery.** Payments to the derived addresses of invoices that may still be paid
+//!    (open ones, and for a day after expiry, when a payment is `order.paid_late`) are
+//!    recorded unconfirmed, which moves a NEW order to PENDING. Bitcoin asks the Esplora
+//!    API for each address's transactions; Ethereum scans new blocks for ETH transfers
+//!    and asks the node for the token contracts' `Transfer` logs, going on from a stored
+//!    cursor so that nothing mined while the watcher was down is missed.
+//! 2. **Follow-up.** Each unconfirmed payment to a derived address is looked up again:
+//!    deep enough (the configured confirmations) → confirmed, which pays the order once
+//!    confirmed payments cover it; gone from the chain and the mempool (replaced, dropped,
+//!    or reorganised away) on [`MISSING_PASSES`] passes in a row → rejected, which fails
+//!    a PENDING order (DESIGN §6). A vanished payment whose order has another payment
+//!    still on its way (a replacement by fee bump pays the same address) is rejected
+//!    only once that order is settled, so a replacement never fails the order.
+//!
+//! Everything goes through [`Service::record_payment`], [`Service::confirm_payment`] and
+//! [`Service::reject_payment`]: the watcher adds no rule of its own to the state machine.
+//!
+//! Payment ids: an Ethereum payment is its transaction hash; a Bitcoin payment is the
+//! outpoint `txid:vout` of its first output to the address, so one transaction paying
+//! several invoices (an exchange's batch payout) is several payments.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rust_decimal::Decimal;
+
+use super::Service;
+use crate::chain::esplora::{sats_to_btc, EsploraClient, TransactionStatus};
+use crate::chain::ethereum::{units_to_decimal, EthereumClient};
+use crate::config::{BitcoinWatch, EthereumWatch};
+use crate::error::{Error, ErrorKind, Result};
+use crate::money;
+use crate::payments::{Payment, PaymentState};
+use crate::storage::WatchedInvoice;
+
+/// How long one request to a chain endpoint may take.
+const CHAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long after its quote expired an invoice's address is still watched, so a late
+/// payment is recorded (`order.paid_late`) for the merchant to decide on.
+const LATE_WATCH: Duration = Duration::from_secs(24 * 3600);
+/// Most invoices and unconfirmed payments one pass looks at; the rest wait for the next.
+const WATCH_LIMIT: i64 = 1000;
+/// Most Ethereum blocks one pass scans; a watcher that was down catches up over passes.
+const MAX_BLOCKS_PER_PASS: u64 = 200;
+/// Where the first Ethereum scan starts, in blocks before the tip, when none ran before.
+const FIRST_SCAN_LOOKBACK: u64 = 64;
+/// Passes in a row a payment must be unknown to the chain before it is rejected: one
+/// backend of a load-balanced API that has not seen a transaction yet must not fail an
+/// order for good.
+pub const MISSING_PASSES: u32 = 3;
+/// The first pause after a chain endpoint failed; it doubles with each failure in a row.
+const FIRST_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest pause between tries of a failing endpoint.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// What one pass of [`Service::watch_chain_due`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainWatchReport {
+    /// Payments seen for the first time and recorded (unconfirmed).
+    pub recorded: usize,
+    /// Payments that became deep enough and were confirmed.
+    pub confirmed: usize,
+    /// Payments that vanished from the chain and were rejected.
+    pub rejected: usize,
+    /// Chains skipped this pass because their endpoint failed recently (`bitcoin`,
+    /// `ethereum`); they are tried again after a pause that doubles up to five minutes.
+    pub backing_off: Vec<String>,
+    /// What went wrong, one line each, naming the chain; endpoints appear only as
+    /// scheme, host and port. Nothing is lost: what failed is tried again next pass.
+    pub errors: Vec<String>,
+}
+
+/// Why a chain's pass stopped early.
+enum PassFailure {
+    /// The endpoint failed: back off, try again later.
+    Endpoint(String),
+    /// The database failed: the caller hears of it.
+    Store(Error),
+}
+
+impl From<Error> for PassFailure {
+    fn from(error: Error) -> Self {
+        PassFailure::Store(error)
+    }
+}
+
+/// What the watcher remembers between passes, in memory: the backoff of each chain and
+/// how many passes in a row each unconfirmed payment was unknown to its chain.
+#[derive(Debug, Default)]
+pub(crate) struct WatchState {
+    backoff: Mutex<HashMap<&'static str, (u32, Instant)>>,
+    missing: Mutex<HashMap<String, u32>>,
+}
+
+impl WatchState {
+    /// Whether `chain` may be tried now.
+    fn ready(&self, chain: &'static str) -> bool {
+        let backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        backoff.get(chain).is_none_or(|(_, retry_at)| Instant::now() >= *retry_at)
+    }
+
+    fn failed(&self, chain: &'static str) {
+        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let failures = backoff.get(chain).map_or(0, |(failures, _)| *failures).saturating_add(1);
+        let pause = FIRST_BACKOFF.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF);
+        backoff.insert(chain, (failures, Instant::now() + pause));
+    }
+
+    fn succeeded(&self, chain: &'static str) {
+        self.backoff.lock().unwrap_or_else(|p| p.into_inner()).remove(chain);
+    }
+
+    /// Counts one more pass on which `txid` was unknown; true once it reached
+    /// [`MISSING_PASSES`].
+    fn missing_again(&self, txid: &str) -> bool {
+        let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+        let passes = missing.entry(txid.to_string()).or_insert(0);
+        *passes += 1;
+        *passes >= MISSING_PASSES
+    }
+
+    /// Whether `txid` was unknown on the last pass that looked.
+    fn is_missing(&self, txid: &str) -> bool {
+        self.missing.lock().unwrap_or_else(|p| p.into_inner()).contains_key(txid)
+    }
+
+    fn seen(&self, txid: &str) {
+        self.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(txid);
+    }
+}
+
+/// The transaction hash or id a payment id starts with (`txid:vout` → `txid`).
+fn chain_txid(payment_id: &str) -> &str {
+    payment_id.split(':').next().unwrap_or(payment_id)
+}
+
+/// Whether `text` is `0x` and 64 hex digits (an Ethereum transaction hash).
+fn is_ethereum_hash(text: &str) -> bool {
+    text.strip_prefix("0x").is_some_and(|hex| hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Whether `text` is 64 hex digits (a Bitcoin transaction id).
+fn is_bitcoin_txid(text: &str) -> bool {
+    text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Confirmations of a transaction in block `height` when the tip is `tip` (1 = in the
+/// tip block).
+fn confirmations(tip: u64, height: u64) -> u64 {
+    (tip + 1).saturating_sub(height)
+}
+
+impl Service {
+    /// One pass of the chain watcher over every chain configured
+    /// ([`crate::Config::bitcoin_watch`], [`crate::Config::ethereum_watch`]): records
+    /// new payments to invoices' derived addresses, confirms those deep enough and
+    /// rejects those that vanished (the module `chain` of the service explains the
+    /// rules). `coinorder serve` runs it every 15 seconds; a host runs it on a
+    /// [`crate::Worker`] (or [`Service::start_chain_worker`]) like the delivery.
+    ///
+    /// A chain whose endpoint fails is skipped for a pause that doubles up to five
+    /// minutes ([`ChainWatchReport::backing_off`]); nothing is lost, since what was not
+    /// seen is seen on a later pass. Only a database failure is an `Err`.
+    pub fn watch_chain_due(&self) -> Result<ChainWatchReport> {
+        let mut report = ChainWatchReport::default();
+        if let Some(watch) = &self.config.bitcoin_watch {
+            self.watch_one("bitcoin", &mut report, |report| self.watch_bitcoin(watch, report))?;
+        }
+        if let Some(watch) = &self.config.ethereum_watch {
+            self.watch_one("ethereum", &mut report, |report| self.watch_ethereum(watch, report))?;
+        }
+        Ok(report)
+    }
+
+    fn watch_one(
+        &self,
+        chain: &'static str,
+        report: &mut ChainWatchReport,
+        pass: impl FnOnce(&mut ChainWatchReport) -> std::result::Result<(), PassFailure>,
+    ) -> Result<()> {
+        if !self.chain_state.ready(chain) {
+            report.backing_off.push(chain.to_string());
+            return Ok(());
+        }
+        match pass(report) {
+            Ok(()) => {
+                self.chain_state.succeeded(chain);
+                Ok(())
+            }
+            Err(PassFailure::Endpoint(message)) => {
+                self.chain_state.failed(chain);
+                report.errors.push(format!("{chain}: {message}"));
+                Ok(())
+            }
+            Err(PassFailure::Store(error)) => Err(error),
+        }
+    }
+
+    /// The invoices with derived addresses in `coin` that may still be paid.
+    fn watched(&self, coins: &[&str]) -> Result<Vec<WatchedInvoice>> {
+        let late_ms = i64::try_from(LATE_WATCH.as_millis()).unwrap_or(i64::MAX);
+        let since = self.now().as_millis().saturating_sub(late_ms);
+        let invoices = self.store.read(|db| db.watched_invoices(self.environment(), since, WATCH_LIMIT))?;
+        Ok(invoices.into_iter().filter(|invoice| coins.contains(&invoice.currency.as_str())).collect())
+    }
+
+    /// Records a payment seen on chain, unconfirmed, unless it is recorded already; a
+    /// refusal (say, the id recorded for another order) is reported, not fatal.
+    fn record_sighting(
+        &self,
+        chain: &str,
+        report: &mut ChainWatchReport,
+        order_id: &str,
+        payment_id: &str,
+        amount: Decimal,
+    ) -> Result<()> {
+        if amount <= Decimal::ZERO || self.payment(payment_id).is_ok() {
+            return Ok(());
+        }
+        match self.record_payment(order_id, payment_id, amount, false) {
+            Ok(outcome) if !outcome.duplicate => report.recorded += 1,
+            Ok(_) => {}
+            Err(error) if matches!(error.kind(), ErrorKind::Storage(_) | ErrorKind::Corrupt(_)) => return Err(error),
+            Err(error) => report.errors.push(format!("{chain}: payment {payment_id} to order {order_id}: {error}")),
+        }
+        Ok(())
+    }
+
+    /// Confirms or rejects a followed-up payment; refusals are reported.
+    fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, confirm: bool) -> Result<()> {
+        let settled = if confirm { self.confirm_payment(txid) } else { self.reject_payment(txid) };
+        match settled {
+            Ok(outcome) if !outcome.duplicate => {
+                if confirm {
+                    report.confirmed += 1;
+                } else {
+                    report.rejected += 1;
+                }
+            }
+            Ok(_) => {}
+            Err(error) if matches!(error.kind(), ErrorKind::Storage(_) | ErrorKind::Corrupt(_)) => return Err(error),
+            Err(error) => report.errors.push(format!("{chain}: settling payment {txid}: {error}")),
+        }
+        Ok(())
+    }
+
+    /// Whether a vanished payment has a replacement still on its way: another payment of
+    /// its open order, seen in time, not rejected and not itself missing (RBF: the
+    /// customer's wallet replaced the transaction with one paying the same address).
+    /// Rejecting the first would fail the order (DESIGN §6) while the money is coming,
+    /// so its rejection waits until the order is settled either way.
+    fn replaced_in_flight(&self, vanished: &Payment) -> Result<bool> {
+        let order = self.order(&vanished.order_id)?;
+        if order.order.status.is_terminal() {
+            return Ok(false);
+        }
+        let payments = self.order_payments(&vanished.order_id)?;
+        Ok(payments.iter().any(|other| {
+            other.txid != vanished.txid
+                && other.counts
+                && match other.state {
+                    PaymentState::Confirmed => true,
+                    PaymentState::Unconfirmed => !self.chain_state.is_missing(&other.txid),
+                    PaymentState::Rejected => false,
+                }
+        }))
+    }
+
+    /// The unconfirmed payments to derived addresses in one of `coins`.
+    fn unconfirmed(&self, coins: &[&str]) -> Result<Vec<Payment>> {
+        let payments = self.store.read(|db| db.watched_unconfirmed_payments(self.environment(), WATCH_LIMIT))?;
+        Ok(payments.into_iter().filter(|payment| coins.contains(&payment.currency.as_str())).collect())
+    }
+
+    fn watch_bitcoin(
+        &self,
+        watch: &BitcoinWatch,
+        report: &mut ChainWatchReport,
+    ) -> std::result::Result<(), PassFailure> {
+        let endpoint = |e: crate::chain::esplora::ChainError| PassFailure::Endpoint(e.to_string());
+        let client = EsploraClient::new(&watch.esplora_url, CHAIN_TIMEOUT).map_err(endpoint)?;
+        let tip = client.tip_height().map_err(endpoint)?;
+        for invoice in self.watched(&["BTC"])? {
+            let payments = match client.payments_to(&invoice.address) {
+                Ok(payments) => payments,
+                Err(error) => {
+                    report.errors.push(format!("bitcoin: {}: {error}", invoice.address));
+                    continue;
+                }
+            };
+            for payment in payments {
+                let Some(amount) = sats_to_btc(payment.sats) else { continue };
+                let id = format!("{}:{}", payment.txid, payment.vout);
+                self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount)?;
+            }
+        }
+        for payment in self.unconfirmed(&["BTC"])? {
+            let txid = chain_txid(&payment.txid);
+            if !is_bitcoin_txid(txid) {
+                continue; // recorded by the host under an id of its own: not ours to settle
+            }
+            match client.transaction_status(txid).map_err(endpoint)? {
+                TransactionStatus::Missing => {
+                    if self.chain_state.missing_again(&payment.txid) && !self.replaced_in_flight(&payment)? {
+                        self.settle_sighting("bitcoin", report, &payment.txid, false)?;
+                    }
+                }
+                TransactionStatus::Unconfirmed => self.chain_state.seen(&payment.txid),
+                TransactionStatus::Confirmed { block_height } => {
+                    self.chain_state.seen(&payment.txid);
+                    if confirmations(tip, block_height) >= u64::from(watch.confirmations) {
+                        self.settle_sighting("bitcoin", report, &payment.txid, true)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn watch_ethereum(
+        &self,
+        watch: &EthereumWatch,
+        report: &mut ChainWatchReport,
+    ) -> std::result::Result<(), PassFailure> {
+        let endpoint = |e: crate::chain::ethereum::RpcError| PassFailure::Endpoint(e.to_string());
+        let client = EthereumClient::new(&watch.rpc_url, CHAIN_TIMEOUT).map_err(endpoint)?;
+        // The tip first, then the invoices: a payment in a block up to this tip was mined
+        // after its address was shown, so its invoice is in the list read next.
+        let tip = client.block_number().map_err(endpoint)?;
+        let mut coins = vec!["ETH"];
+        coins.extend(watch.tokens.iter().map(|(coin, _)| coin.as_str()));
+        let invoices = self.watched(&coins)?;
+        // By coin, then lower-case address.
+        let mut open: HashMap<&str, HashMap<String, &str>> = HashMap::new();
+        for invoice in &invoices {
+            open.entry(invoice.currency.as_str())
+                .or_default()
+                .insert(invoice.address.to_ascii_lowercase(), invoice.order_id.as_str());
+        }
+
+        let environment = self.environment();
+        let cursor = self.store.read(|db| db.chain_cursor(environment, "ethereum"))?;
+        let next = cursor.and_then(|n| u64::try_from(n).ok()).unwrap_or(tip.saturating_sub(FIRST_SCAN_LOOKBACK));
+        // Scan again the blocks not yet final: a reorganisation may have replaced them.
+        let from = next.saturating_sub(u64::from(watch.confirmations));
+        let to = tip.min(from.saturating_add(MAX_BLOCKS_PER_PASS - 1));
+        if from <= to {
+            if let Some(eth) = open.get("ETH") {
+                for number in from..=to {
+                    let Some(block) = client.block(number).map_err(endpoint)? else { break };
+                    for transfer in block.transfers {
+                        let Some(order_id) = eth.get(&transfer.to) else { continue };
+                        let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
+                        self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
+                    }
+                }
+            }
+            self.scan_tokens(&client, watch, &open, from, to, report)?;
+            let stored = i64::try_from(to.saturating_add(1).max(next)).unwrap_or(i64::MAX);
+            self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
+        }
+
+        for payment in self.unconfirmed(&coins)? {
+            let hash = chain_txid(&payment.txid);
+            if !is_ethereum_hash(hash) {
+                continue; // recorded by the host under an id of its own: not ours to settle
+            }
+            match client.receipt(hash).map_err(endpoint)? {
+                Some(receipt) if !receipt.succeeded => {
+                    // Reverted: mined, but it moved nothing.
+                    self.settle_sighting("ethereum", report, &payment.txid, false)?;
+                }
+                Some(receipt) => {
+                    self.chain_state.seen(&payment.txid);
+                    if confirmations(tip, receipt.block_number) >= u64::from(watch.confirmations) {
+                        self.settle_sighting("ethereum", report, &payment.txid, true)?;
+                    }
+                }
+                None => {
+                    // Not in a canonical block: back in the mempool after a reorg (it
+                    // stays pending) or gone for good (rejected).
+                    if client.transaction_known(hash).map_err(endpoint)? {
+                        self.chain_state.seen(&payment.txid);
+                    } else if self.chain_state.missing_again(&payment.txid) && !self.replaced_in_flight(&payment)? {
+                        self.settle_sighting("ethereum", report, &payment.txid, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the token `Transfer`s to open invoices' addresses in blocks `from..=to`,
+    /// one payment per transaction and recipient (its transfers summed).
+    fn scan_tokens(
+        &self,
+        client: &EthereumClient,
+        watch: &EthereumWatch,
+        open: &HashMap<&str, HashMap<String, &str>>,
+        from: u64,
+        to: u64,
+        report: &mut ChainWatchReport,
+    ) -> std::result::Result<(), PassFailure> {
+        let mut coin_of: HashMap<String, &str> = HashMap::new();
+        let mut recipients = Vec::new();
+        for (coin, contract) in &watch.tokens {
+            if let Some(addresses) = open.get(coin.as_str()) {
+                coin_of.insert(contract.to_ascii_lowercase(), coin.as_str());
+                recipients.extend(addresses.keys().cloned());
+            }
+        }
+        if coin_of.is_empty() {
+            return Ok(());
+        }
+        let contracts: Vec<String> = coin_of.keys().cloned().collect();
+        let transfers = client
+            .token_transfers(from, to, &contracts, &recipients)
+            .map_err(|e| PassFailure::Endpoint(e.to_string()))?;
+        let mut summed: BTreeMap<(String, String, &str), u128> = BTreeMap::new();
+        for transfer in transfers {
+            let Some(coin) = coin_of.get(&transfer.contract) else { continue };
+            let units = summed.entry((transfer.tx_hash, transfer.to, *coin)).or_insert(0);
+            *units = units.saturating_add(transfer.units);
+        }
+        for ((tx_hash, to, coin), units) in summed {
+            let Some(order_id) = open.get(coin).and_then(|addresses| addresses.get(&to)) else { continue };
+            let Some(decimals) = money::coin_decimals(coin) else { continue };
+            let Some(amount) = units_to_decimal(units, decimals) else { continue };
+            self.record_sighting("ethereum", report, order_id, &tx_hash, amount)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_id_names_its_transaction() {
+        assert_eq!(chain_txid("ab:3"), "ab");
+        assert_eq!(chain_txid("0xabc"), "0xabc");
+        assert!(is_ethereum_hash(&format!("0x{}", "a".repeat(64))));
+        assert!(!is_ethereum_hash("0xabc"));
+        assert!(is_bitcoin_txid(&"f".repeat(64)));
+        assert!(!is_bitcoin_txid("manual-1"));
+        assert_eq!(confirmations(100, 100), 1);
+        assert_eq!(confirmations(100, 98), 3);
+        assert_eq!(confirmations(100, 101), 0);
+    }
+
+    #[test]
+    fn a_failing_chain_backs_off_longer_each_time_and_resets_on_success() {
+        let state = WatchState::default();
+        assert!(state.ready("bitcoin"));
+        state.failed("bitcoin");
+        assert!(!state.ready("bitcoin"));
+        assert!(state.ready("ethereum"));
+        let first = state.backoff.lock().map(|b| b["bitcoin"].1).expect("lock");
+        state.failed("bitcoin");
+        let second = state.backoff.lock().map(|b| b["bitcoin"].1).expect("lock");
+        assert!(second > first + FIRST_BACKOFF / 2, "the pause doubles");
+        for _ in 0..30 {
+            state.failed("bitcoin");
+        }
+        let capped = state.backoff.lock().map(|b| b["bitcoin"].1).expect("lock");
+        assert!(capped <= Instant::now() + MAX_BACKOFF);
+        state.succeeded("bitcoin");
+        assert!(state.ready("bitcoin"));
+    }
+
+    #[test]
+    fn a_payment_is_rejected_only_after_missing_several_passes_in_a_row() {
+        let state = WatchState::default();
+        for _ in 1..MISSING_PASSES {
+            assert!(!state.missing_again("tx"));
+        }
+        state.seen("tx");
+        for _ in 1..MISSING_PASSES {
+            assert!(!state.missing_again("tx"), "seeing it again starts the count over");
+        }
+        assert!(state.missing_again("tx"));
+    }
+}

@@ -1,0 +1,125 @@
+//! PostgreSQL statements for watch-only wallets and the chain watcher's bookkeeping:
+//! those of `sqlite/wallets.rs` with positional `$n` parameters.
+
+use super::PgConn;
+use crate::environment::Environment;
+use crate::error::{Error, ErrorKind, Result};
+use crate::orders::OrderStatus;
+use crate::payments::{Payment, PaymentState};
+use crate::storage::rows::{self, PAYMENT_COLUMNS, WALLET_COLUMNS, WATCHED_INVOICE_COLUMNS};
+use crate::storage::{WalletRow, WatchedInvoice};
+use crate::time::Timestamp;
+
+/// The PostgreSQL side of the wallet methods of [`crate::storage::Conn`] (same names,
+/// arguments and results).
+impl PgConn {
+    pub(crate) fn upsert_wallet(
+        &self,
+        environment: Environment,
+        coin: &str,
+        descriptor: &str,
+        account_id: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let now = now.as_millis();
+        self.execute(
+            "INSERT INTO wallets (environment, coin, descriptor, account_id, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $5)
+             ON CONFLICT (environment, coin) DO UPDATE
+             SET descriptor = excluded.descriptor, account_id = excluded.account_id, updated_at = excluded.updated_at",
+            &[&environment.as_str(), &coin, &descriptor, &account_id, &now],
+        )?;
+        self.execute(
+            "INSERT INTO wallet_accounts (environment, account_id) VALUES ($1, $2)
+             ON CONFLICT (environment, account_id) DO NOTHING",
+            &[&environment.as_str(), &account_id],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn wallets(&self, environment: Environment) -> Result<Vec<WalletRow>> {
+        let sql = format!(
+            "SELECT {WALLET_COLUMNS} FROM wallets w
+             LEFT JOIN wallet_accounts a ON a.environment = w.environment AND a.account_id = w.account_id
+             WHERE w.environment = $1 ORDER BY w.coin COLLATE \"C\""
+        );
+        self.query(&sql, &[&environment.as_str()], rows::wallet)
+    }
+
+    pub(crate) fn wallet(&self, environment: Environment, coin: &str) -> Result<Option<WalletRow>> {
+        let sql = format!(
+            "SELECT {WALLET_COLUMNS} FROM wallets w
+             LEFT JOIN wallet_accounts a ON a.environment = w.environment AND a.account_id = w.account_id
+             WHERE w.environment = $1 AND w.coin = $2"
+        );
+        self.query_opt(&sql, &[&environment.as_str(), &coin], rows::wallet)
+    }
+
+    pub(crate) fn delete_wallet(&self, environment: Environment, coin: &str) -> Result<bool> {
+        let deleted =
+            self.execute("DELETE FROM wallets WHERE environment = $1 AND coin = $2", &[&environment.as_str(), &coin])?;
+        Ok(deleted == 1)
+    }
+
+    // The UPDATE takes the counter's row lock until commit: a concurrent create waits,
+    // then (SERIALIZABLE) fails as a serialization failure and PgStore::write runs it
+    // again, when it reads the winner's number.
+    pub(crate) fn take_derivation_index(&self, environment: Environment, account_id: &str) -> Result<i64> {
+        self.query_opt(
+            "UPDATE wallet_accounts SET next_index = next_index + 1
+             WHERE environment = $1 AND account_id = $2
+             RETURNING next_index - 1",
+            &[&environment.as_str(), &account_id],
+            |row| row.int(0),
+        )?
+        .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("wallet_accounts: no counter for {account_id:?}"))))
+    }
+
+    pub(crate) fn watched_invoices(
+        &self,
+        environment: Environment,
+        late_since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<WatchedInvoice>> {
+        let sql = format!(
+            "SELECT {WATCHED_INVOICE_COLUMNS} FROM invoices i JOIN orders o ON o.order_id = i.order_id
+             WHERE i.derivation_index IS NOT NULL AND o.environment = $1
+               AND (i.status IN ('{new}', '{pending}')
+                    OR (i.status IN ('{expired}', '{failed}') AND i.expired_at >= $2))
+             ORDER BY i.expired_at LIMIT $3",
+            new = OrderStatus::New.as_str(),
+            pending = OrderStatus::Pending.as_str(),
+            expired = OrderStatus::Expired.as_str(),
+            failed = OrderStatus::Failed.as_str(),
+        );
+        self.query(&sql, &[&environment.as_str(), &late_since_ms, &limit], rows::watched_invoice)
+    }
+
+    pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
+        let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "SELECT {columns} FROM payments p JOIN invoices i ON i.order_id = p.order_id
+             WHERE p.environment = $1 AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
+             ORDER BY p.seen_at, p.txid COLLATE \"C\" LIMIT $2",
+            unconfirmed = PaymentState::Unconfirmed.as_str(),
+        );
+        self.query(&sql, &[&environment.as_str(), &limit], rows::payment)
+    }
+
+    pub(crate) fn chain_cursor(&self, environment: Environment, chain: &str) -> Result<Option<i64>> {
+        self.query_opt(
+            "SELECT next_block FROM chain_cursors WHERE environment = $1 AND chain = $2",
+            &[&environment.as_str(), &chain],
+            |row| row.int(0),
+        )
+    }
+
+    pub(crate) fn set_chain_cursor(&self, environment: Environment, chain: &str, next_block: i64) -> Result<()> {
+        self.execute(
+            "INSERT INTO chain_cursors (environment, chain, next_block) VALUES ($1, $2, $3)
+             ON CONFLICT (environment, chain) DO UPDATE SET next_block = excluded.next_block",
+            &[&environment.as_str(), &chain, &next_block],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! The Bitcoin chain watcher against an Esplora API (issue 14): a loopback server answers
+//! from tests/fixtures/esplora (their README says where each answer's shape comes from),
+//! for live orders whose addresses are BIP84's published test-vector addresses, derived
+//! from BIP84's zpub. The chain moves forward by switching the fixture phase: a payment
+//! goes unconfirmed → confirmed, and a transaction replaced by fee (RBF) is taken back
+//! without failing the order its replacement pays.
+
+mod common;
+#[path = "support/esplora_fixtures.rs"]
+mod esplora_fixtures;
+
+use std::path::Path;
+
+use coinorder::{BitcoinWatch, ChainWatchReport, CreateOrder, Environment, OrderStatus, PaymentState, MISSING_PASSES};
+use common::wallets::{BIP84_ADDRESSES, BIP84_ZPUB};
+use common::{harness_with, Harness};
+use serde_json::{json, Value};
+
+/// Pays address 0 (outputs 0 and 2, 60,000 + 40,000 sat); confirmed at 870001 in phase 2.
+const T0: &str = "d753c6698431aeba44a28e1ceae2108080c1cbf4a15ca732ac37d7ecc3541057";
+/// Pays address 1 50,000 sat at output 1; replaced by B in phase 2.
+const A: &str = "523af6cda38be88be420bcd4fa0aecdb2620907e667092d79b30c64927088786";
+/// A's replacement, paying address 1 the same 50,000 sat at output 1.
+const B: &str = "1f25f83595bd44e33ccc09005a159f0991821a1b3ea6ffb4826fd0e912c281cb";
+
+fn shop(esplora_url: String) -> Harness {
+    let shop = harness_with(Environment::Live, |config| {
+        config.bitcoin_watch = Some(BitcoinWatch { esplora_url, confirmations: 2 });
+    });
+    shop.svc.set_rate("BTC", "USD", "50000".parse().expect("rate"), None).expect("rate");
+    shop.svc.set_wallet("BTC", BIP84_ZPUB).expect("wallet");
+    shop
+}
+
+fn order(shop: &Harness, usd: &str) -> String {
+    let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
+    let request = CreateOrder {
+        currency: "USD".into(),
+        amount: usd.parse().expect("amount"),
+        pay_currency: Some("BTC".into()),
+        ..Default::default()
+    };
+    shop.svc.create_order(&merchant, &request).expect("create").order.order.order_id
+}
+
+fn status(shop: &Harness, order_id: &str) -> OrderStatus {
+    shop.svc.order(order_id).expect("order").order.status
+}
+
+fn watch(shop: &Harness) -> ChainWatchReport {
+    let report = shop.svc.watch_chain_due().expect("watch");
+    assert!(report.errors.is_empty(), "{report:?}");
+    report
+}
+
+/// Phase 3, built from phase 2 in `dir`: B mined at 870002, the tip at 870003.
+fn phase3(dir: &Path) -> std::path::PathBuf {
+    let from = esplora_fixtures::phase("phase2");
+    let to = dir.join("phase3");
+    copy_tree(&from, &to);
+    std::fs::write(to.join("blocks/tip/height.txt"), "870003").expect("tip");
+    let mined = json!({"confirmed": true, "block_height": 870002,
+        "block_hash": "00000000000000000001c1a1e7bd9fd8b0b3c0a7b6c8d2e2f4a6b8c0d2e4f6a8", "block_time": 1795330000});
+    let history = to.join(format!("address/{}/txs.json", BIP84_ADDRESSES[1]));
+    let mut txs: Value = serde_json::from_str(&std::fs::read_to_string(&history).expect("read")).expect("json");
+    for tx in txs.as_array_mut().expect("array") {
+        if tx["txid"] == B {
+            tx["status"] = mined.clone();
+        }
+    }
+    std::fs::write(&history, txs.to_string()).expect("write");
+    std::fs::create_dir_all(to.join(format!("tx/{B}"))).expect("dir");
+    std::fs::write(to.join(format!("tx/{B}/status.json")), mined.to_string()).expect("status");
+    to
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn payments_go_unconfirmed_to_confirmed_and_a_replaced_one_never_fails_its_order() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let paid = order(&shop, "50"); // 0.001 BTC to address 0
+    let replaced = order(&shop, "25"); // 0.0005 BTC to address 1
+    let unpaid = order(&shop, "10"); // address 2, which nothing pays
+    for (index, id) in [&paid, &replaced, &unpaid].into_iter().enumerate() {
+        assert_eq!(shop.svc.order(id).expect("order").invoice.address, BIP84_ADDRESSES[index]);
+    }
+
+    // Phase 1: both transactions in the mempool.
+    let seen = watch(&shop);
+    assert_eq!((seen.recorded, seen.confirmed, seen.rejected), (2, 0, 0), "{seen:?}");
+    let t0 = shop.svc.payment(&format!("{T0}:0")).expect("T0 as its first output to the address");
+    assert_eq!((t0.amount.to_string().as_str(), t0.state), ("0.001", PaymentState::Unconfirmed));
+    assert_eq!(status(&shop, &paid), OrderStatus::Pending);
+    assert_eq!(status(&shop, &replaced), OrderStatus::Pending);
+    assert_eq!(status(&shop, &unpaid), OrderStatus::New);
+    assert_eq!(watch(&shop), ChainWatchReport::default(), "the same chain again changes nothing");
+
+    // Phase 2: T0 two blocks deep; A replaced by B.
+    server.set_phase(esplora_fixtures::phase("phase2"));
+    let moved = watch(&shop);
+    assert_eq!((moved.recorded, moved.confirmed, moved.rejected), (1, 1, 0), "{moved:?}");
+    assert_eq!(status(&shop, &paid), OrderStatus::Paid);
+    assert_eq!(shop.svc.payment(&format!("{B}:1")).expect("B").state, PaymentState::Unconfirmed);
+    for _ in 1..MISSING_PASSES + 2 {
+        assert_eq!(watch(&shop).rejected, 0, "A's replacement is on its way: the order waits");
+    }
+    assert_eq!(status(&shop, &replaced), OrderStatus::Pending);
+    assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Unconfirmed);
+
+    // Phase 3: B mined and two blocks deep: the order is paid, and A is taken back.
+    let dir = tempfile::tempdir().expect("tempdir");
+    server.set_phase(phase3(dir.path()));
+    let settled = watch(&shop);
+    assert_eq!((settled.confirmed, settled.rejected), (1, 1), "{settled:?}");
+    assert_eq!(status(&shop, &replaced), OrderStatus::Paid);
+    assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);
+    assert_eq!(status(&shop, &unpaid), OrderStatus::New);
+}
+
+#[test]
+fn a_dropped_payment_with_no_replacement_fails_its_order_after_several_looks() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let _paid = order(&shop, "50");
+    let dropped = order(&shop, "25");
+    assert_eq!(watch(&shop).recorded, 2);
+    // An API that knows neither A nor anything else for address 1: A was dropped.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("dropped");
+    copy_tree(&esplora_fixtures::phase("phase2"), &empty);
+    std::fs::write(empty.join(format!("address/{}/txs.json", BIP84_ADDRESSES[1])), "[]").expect("write");
+    server.set_phase(empty);
+    for pass in 1..MISSING_PASSES {
+        assert_eq!(watch(&shop).rejected, 0, "pass {pass}");
+        assert_eq!(status(&shop, &dropped), OrderStatus::Pending);
+    }
+    assert_eq!(watch(&shop).rejected, 1);
+    assert_eq!(status(&shop, &dropped), OrderStatus::Failed);
+}
+
+#[test]
+fn an_unreachable_api_is_reported_without_its_secrets_and_backed_off() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = unused.local_addr().expect("addr").port();
+    drop(unused);
+    let shop = shop(format!("http://user:hunter2@127.0.0.1:{port}/api/KEY123"));
+    order(&shop, "50");
+    let report = shop.svc.watch_chain_due().expect("an endpoint failure is no Err");
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    let text = format!("{report:?}");
+    assert!(!text.contains("hunter2") && !text.contains("KEY123"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert_eq!(shop.svc.watch_chain_due().expect("watch").backing_off, vec!["bitcoin".to_string()]);
+    let debug = format!("{:?}", shop.svc.config().bitcoin_watch);
+    assert!(!debug.contains("hunter2") && !debug.contains("KEY123"), "{debug}");
+}

@@ -1,0 +1,179 @@
+//! The Ethereum chain watcher against a real local chain (issue 14): anvil, started by
+//! the test from node_modules (`npm ci`), a test ERC-20 deployed from its checked-in
+//! bytecode, live orders with addresses derived from a watch-only xpub, and payments
+//! sent from anvil's funded accounts. Each order must go NEW → PENDING → PAID after the
+//! configured confirmations; an underpayment stays PENDING, then FAILED at expiry; a
+//! reorganisation that drops a payment takes it back.
+
+#[path = "support/anvil.rs"]
+mod anvil;
+mod common;
+
+use anvil::Anvil;
+use coinorder::{
+    ChainWatchReport, CreateOrder, Environment, EthereumWatch, OrderStatus, OrderWithInvoice, PaymentState,
+    MISSING_PASSES,
+};
+use common::wallets::ethereum_account_xpub;
+use common::{harness_with, Harness, THIRTY_MIN_MS};
+
+/// Blocks deep a payment must be, in these tests.
+const CONFIRMATIONS: u32 = 3;
+/// One ether, in wei.
+const ETHER: u128 = 1_000_000_000_000_000_000;
+
+struct Chain {
+    anvil: Anvil,
+    shop: Harness,
+    merchant: coinorder::Merchant,
+    /// anvil's first funded account, which pays.
+    payer: String,
+    token: String,
+}
+
+/// anvil with the test token, and a live shop watching it: ETH at 2,500 USD, the token
+/// as USDT at 1 USD, both with wallets from one xpub.
+fn chain() -> Chain {
+    let anvil = Anvil::start();
+    let payer = anvil.accounts()[0].clone();
+    let token = anvil.deploy_token(&payer);
+    let (url, contract) = (anvil.url(), token.clone());
+    let shop = harness_with(Environment::Live, move |config| {
+        config.ethereum_watch = Some(EthereumWatch {
+            rpc_url: url,
+            confirmations: CONFIRMATIONS,
+            tokens: vec![("USDT".to_string(), contract)],
+        });
+    });
+    shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
+    shop.svc.set_rate("USDT", "USD", "1".parse().expect("rate"), None).expect("rate");
+    let xpub = ethereum_account_xpub();
+    shop.svc.set_wallet("ETH", &xpub).expect("ETH wallet");
+    shop.svc.set_wallet("USDT", &xpub).expect("USDT wallet");
+    let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
+    Chain { anvil, shop, merchant, payer, token }
+}
+
+impl Chain {
+    /// A live order of `usd` paid in `coin`.
+    fn order(&self, coin: &str, usd: &str) -> OrderWithInvoice {
+        let request = CreateOrder {
+            currency: "USD".into(),
+            amount: usd.parse().expect("amount"),
+            pay_currency: Some(coin.into()),
+            ..Default::default()
+        };
+        let created = self.shop.svc.create_order(&self.merchant, &request).expect("create").order;
+        assert!(created.invoice.derivation_index.is_some(), "a derived address");
+        assert!(created.invoice.address.starts_with("0x"), "{}", created.invoice.address);
+        created
+    }
+
+    fn watch(&self) -> ChainWatchReport {
+        let report = self.shop.svc.watch_chain_due().expect("watch");
+        assert!(report.errors.is_empty(), "{report:?}");
+        report
+    }
+
+    fn status(&self, order: &OrderWithInvoice) -> OrderStatus {
+        self.shop.svc.order(&order.order.order_id).expect("order").order.status
+    }
+}
+
+#[test]
+fn eth_and_token_payments_go_pending_then_paid_after_the_confirmations() {
+    let chain = chain();
+    let eth = chain.order("ETH", "25"); // 0.01 ETH
+    let usdt = chain.order("USDT", "12.5"); // 12.5 USDT
+    assert_eq!(eth.invoice.amount.to_string(), "0.01");
+    assert_eq!(chain.watch(), ChainWatchReport::default(), "nothing paid yet");
+
+    let eth_tx = chain.anvil.send_eth(&chain.payer, &eth.invoice.address, ETHER / 100);
+    let token_tx = chain.anvil.send_token(&chain.token, &chain.payer, &usdt.invoice.address, 12_500_000);
+    let seen = chain.watch();
+    assert_eq!((seen.recorded, seen.confirmed), (2, 0), "{seen:?}");
+    assert_eq!(chain.status(&eth), OrderStatus::Pending);
+    assert_eq!(chain.status(&usdt), OrderStatus::Pending);
+    let payment = chain.shop.svc.payment(&eth_tx).expect("recorded by its hash");
+    assert_eq!((payment.amount.to_string().as_str(), payment.state), ("0.01", PaymentState::Unconfirmed));
+    assert_eq!(chain.shop.svc.payment(&token_tx).expect("token payment").amount.to_string(), "12.5");
+
+    // The token transfer is 1 block deep, the ETH one 2: one more block makes the ETH
+    // payment 3 deep, the token one only 2.
+    chain.anvil.mine(1);
+    let report = chain.watch();
+    assert_eq!((report.recorded, report.confirmed), (0, 1), "{report:?}");
+    assert_eq!(chain.status(&eth), OrderStatus::Paid);
+    assert_eq!(chain.status(&usdt), OrderStatus::Pending);
+    chain.anvil.mine(1);
+    assert_eq!(chain.watch().confirmed, 1);
+    assert_eq!(chain.status(&usdt), OrderStatus::Paid);
+    let types: Vec<String> = chain
+        .shop
+        .svc
+        .order_events(&usdt.order.order_id)
+        .expect("events")
+        .iter()
+        .map(|e| e.event_type.as_str().to_string())
+        .collect();
+    assert_eq!(types, ["order.pending", "order.paid"]);
+    assert_eq!(chain.watch(), ChainWatchReport::default(), "a second look changes nothing");
+}
+
+#[test]
+fn an_underpayment_stays_pending_then_fails_at_expiry() {
+    let chain = chain();
+    let order = chain.order("USDT", "25");
+    chain.anvil.send_token(&chain.token, &chain.payer, &order.invoice.address, 10_000_000);
+    // A transfer to an address that is no invoice's is not ours.
+    chain.anvil.send_token(&chain.token, &chain.payer, &chain.payer, 5_000_000);
+    assert_eq!(chain.watch().recorded, 1);
+    chain.anvil.mine(u64::from(CONFIRMATIONS));
+    assert_eq!(chain.watch().confirmed, 1);
+    assert_eq!(chain.status(&order), OrderStatus::Pending, "10 of 25 USDT confirmed");
+    chain.shop.clock.advance_ms(THIRTY_MIN_MS + 1);
+    chain.shop.svc.expire_due(chain.shop.svc.now()).expect("expire");
+    assert_eq!(chain.status(&order), OrderStatus::Failed);
+}
+
+#[test]
+fn a_reorganisation_that_drops_a_payment_takes_it_back() {
+    let chain = chain();
+    let order = chain.order("ETH", "25");
+    let tx = chain.anvil.send_eth(&chain.payer, &order.invoice.address, ETHER / 100);
+    assert_eq!(chain.watch().recorded, 1);
+    assert_eq!(chain.status(&order), OrderStatus::Pending);
+    // anvil replaces the payment's block with an empty one: the transaction is gone.
+    chain.anvil.reorg(1);
+    assert!(chain.anvil.receipt(&tx).is_null(), "the reorg dropped the transaction");
+    for pass in 1..MISSING_PASSES {
+        assert_eq!(chain.watch().rejected, 0, "pass {pass}: one look is not enough to give up");
+        assert_eq!(chain.status(&order), OrderStatus::Pending);
+    }
+    assert_eq!(chain.watch().rejected, 1);
+    assert_eq!(chain.shop.svc.payment(&tx).expect("payment").state, PaymentState::Rejected);
+    assert_eq!(chain.status(&order), OrderStatus::Failed);
+}
+
+#[test]
+fn a_payment_after_expiry_is_recorded_late_and_an_endpoint_down_backs_off() {
+    let chain = chain();
+    let order = chain.order("ETH", "25");
+    chain.shop.clock.advance_ms(THIRTY_MIN_MS + 1);
+    chain.shop.svc.expire_due(chain.shop.svc.now()).expect("expire");
+    assert_eq!(chain.status(&order), OrderStatus::Expired);
+    let tx = chain.anvil.send_eth(&chain.payer, &order.invoice.address, ETHER / 100);
+    assert_eq!(chain.watch().recorded, 1);
+    assert!(!chain.shop.svc.payment(&tx).expect("payment").counts, "late: the merchant decides");
+    let last = chain.shop.svc.order_events(&order.order.order_id).expect("events");
+    assert_eq!(last.last().map(|e| e.event_type.as_str()), Some("order.paid_late"));
+    assert_eq!(chain.status(&order), OrderStatus::Expired);
+
+    // The node goes away: the pass reports it, without the URL's path, then backs off.
+    drop(chain.anvil);
+    let report = chain.shop.svc.watch_chain_due().expect("a failing endpoint is no Err");
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].starts_with("ethereum: "), "{report:?}");
+    let again = chain.shop.svc.watch_chain_due().expect("watch");
+    assert_eq!((again.errors.len(), again.backing_off.as_slice()), (0, &["ethereum".to_string()][..]));
+}
