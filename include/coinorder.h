@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 1
+#define COINORDER_ABI_VERSION 2
 
 /**
  * `PARAMETERS_MISSING`
@@ -387,6 +387,103 @@ coinorder_status coinorder_deliver_due(const struct coinorder_service *service,
                                        uint32_t limit,
                                        char **report_json_out,
                                        struct coinorder_error **err);
+
+/**
+ * Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.
+ * `"USD"`) in the service's environment: `rate` is exact decimal text, fiat units per
+ * one coin, e.g. `"64250.5"`. A live service quotes orders only in coins that have a
+ * rate; the sandbox has built-in test rates. `valid_until_unix` is the Unix time in
+ * seconds after which the rate is not used, or 0 for valid until replaced.
+ *
+ * `*rate_json_out` gets the rate as stored:
+ * `{"environment","crypto","fiat","rate","valid_until","updated_at"}` (`valid_until`
+ * null when 0 was given). An unknown coin or fiat code, or a rate not above 0, fails with
+ * `PARAMETERS_MISSING` naming it.
+ */
+coinorder_status coinorder_rate_set(const struct coinorder_service *service,
+                                    const char *crypto,
+                                    const char *fiat,
+                                    const char *rate,
+                                    int64_t valid_until_unix,
+                                    char **rate_json_out,
+                                    struct coinorder_error **err);
+
+/**
+ * Lists the exchange rates set in the service's environment (the sandbox's built-in
+ * rates are not listed) as a JSON array of the objects [`coinorder_rate_set`] returns.
+ */
+coinorder_status coinorder_rate_list(const struct coinorder_service *service,
+                                     char **rates_json_out,
+                                     struct coinorder_error **err);
+
+/**
+ * Sets (or replaces) the watch-only wallet of `coin` (`"BTC"`, `"ETH"`, `"USDT"` or
+ * `"USDC"`) in the service's environment: from then on each new invoice in `coin` gets
+ * the next address derived from it.
+ *
+ * `key` is an extended public key, never a private one: for BTC a `zpub` or `xpub`
+ * account key (BIP84 native segwit) or a `wpkh([fingerprint/84'/0'/0']xpub.../0/*)`
+ * descriptor, in the sandbox a `vpub` or `tpub`; for ETH and the tokens the account
+ * `xpub` at `m/44'/60'/0'`. A private key, or a key of the other network, fails with
+ * `PARAMETERS_MISSING`; the message never repeats the key.
+ *
+ * `*wallet_json_out` gets the wallet as stored:
+ * `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
+ * Compare `first_address` with the first receive address the merchant's own wallet
+ * shows before taking payments.
+ */
+coinorder_status coinorder_wallet_set(const struct coinorder_service *service,
+                                      const char *coin,
+                                      const char *key,
+                                      char **wallet_json_out,
+                                      struct coinorder_error **err);
+
+/**
+ * Lists the watch-only wallets of the service's environment, by coin, as a JSON array
+ * of the objects [`coinorder_wallet_set`] returns.
+ */
+coinorder_status coinorder_wallet_list(const struct coinorder_service *service,
+                                       char **wallets_json_out,
+                                       struct coinorder_error **err);
+
+/**
+ * Removes the watch-only wallet of `coin`: new invoices in it get no derived address;
+ * invoices made before keep theirs and are still watched. `*removed_out` is true when a
+ * wallet was removed, false when none was set.
+ */
+coinorder_status coinorder_wallet_remove(const struct coinorder_service *service,
+                                         const char *coin,
+                                         bool *removed_out,
+                                         struct coinorder_error **err);
+
+/**
+ * The address of `coin`'s watch-only wallet at derivation `index`, to check against
+ * the merchant's own wallet software. `*address_out` gets the address as text (not
+ * JSON). A coin without a wallet fails with `PARAMETERS_MISSING`.
+ */
+coinorder_status coinorder_wallet_address(const struct coinorder_service *service,
+                                          const char *coin,
+                                          uint32_t index,
+                                          char **address_out,
+                                          struct coinorder_error **err);
+
+/**
+ * One pass of the chain watchers configured in `config_json` (`esplora_url` for
+ * Bitcoin, `ethereum_rpc_url` for ETH and the tokens): records new payments to the
+ * invoices' derived addresses, confirms those deep enough and rejects those that
+ * vanished. Run it every few seconds, like [`coinorder_deliver_due`]; with no chain
+ * configured it does nothing.
+ *
+ * `*report_json_out` gets
+ * `{"recorded","confirmed","rejected","backing_off":[...],"errors":[...]}`. An endpoint
+ * failing is not a failure of the call: it is a line of `errors` naming the chain (the
+ * endpoint shown as scheme, host and port only), and the chain is then listed in
+ * `backing_off` for a pause that doubles up to five minutes. Only a database failure
+ * is an error.
+ */
+coinorder_status coinorder_watch_chain_due(const struct coinorder_service *service,
+                                           char **report_json_out,
+                                           struct coinorder_error **err);
 
 /**
  * Verifies a received webhook (Standard Webhooks): `secret` is the key's `whsec_...`

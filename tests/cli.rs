@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 #[path = "common/backend.rs"]
 mod backend;
 mod smtp_support;
+#[path = "common/wallets.rs"]
+mod wallets;
 
 use backend::{cli_key_file, database_created, db_arg, db_named, on_postgres, postgres_server, shared_key_file};
 use smtp_support::SmtpSink;
@@ -544,6 +546,50 @@ fn number_text(value: &Value) -> String {
 }
 
 #[test]
+fn wallets_set_list_show_and_remove_through_the_cli() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let set = run_json(dir, &["wallets", "set", "--env", "live", "btc", wallets::BIP84_ZPUB]);
+    assert_eq!(set["coin"], json!("BTC"));
+    assert_eq!(set["environment"], json!("live"));
+    assert_eq!(set["first_address"], json!(wallets::BIP84_ADDRESSES[0]));
+    assert_eq!(set["next_index"], json!(0));
+    let shown = run_json(dir, &["wallets", "show-address", "--env", "live", "BTC", "--index", "1", "--count", "2"]);
+    assert_eq!(
+        shown,
+        json!([
+            {"index": 1, "address": wallets::BIP84_ADDRESSES[1]},
+            {"index": 2, "address": wallets::BIP84_ADDRESSES[2]},
+        ])
+    );
+    let listed = run_json(dir, &["wallets", "list", "--env", "live"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(run_json(dir, &["wallets", "list"]), json!([]), "the sandbox has none");
+    let table = String::from_utf8_lossy(&run(dir, &["wallets", "list", "--env", "live", "--format", "table"]).stdout)
+        .into_owned();
+    assert!(table.starts_with("ENV") && table.contains(wallets::BIP84_ADDRESSES[0]), "{table}");
+
+    // A private key is refused and never echoed; so are the other network's keys.
+    let xprv = "xprv9s21ZrQH143K3GJpoapnV8SFfukcVBSfeCficPSGfubmSFDxo1kuHnLisriDvSnRRuL2Qrg5ggqHKNVpxR86QEC8w35uxmGoggxtQTPvfUu";
+    let message = run_fails(dir, &["wallets", "set", "--env", "live", "BTC", xprv]);
+    assert!(
+        message.contains("wallet") && message.contains("private key") && !message.contains(&xprv[8..40]),
+        "{message}"
+    );
+    let message = run_fails(dir, &["wallets", "set", "BTC", wallets::BIP84_ZPUB]);
+    assert!(message.contains("wallet"), "a mainnet key in the sandbox: {message}");
+    let message = run_fails(dir, &["wallets", "set", "--env", "live", "DOGE", wallets::BIP84_ZPUB]);
+    assert!(message.contains("coin") && message.contains("BTC, ETH, USDT, USDC"), "{message}");
+
+    let removed = run_json(dir, &["wallets", "remove", "--env", "live", "BTC"]);
+    assert_eq!(removed, json!({"removed": {"environment": "live", "coin": "BTC"}}));
+    let message = run_fails(dir, &["wallets", "remove", "--env", "live", "BTC"]);
+    assert!(message.contains("no BTC wallet in live"), "{message}");
+    let message = run_fails(dir, &["wallets", "show-address", "--env", "live", "BTC"]);
+    assert!(message.contains("no wallet"), "{message}");
+}
+
+#[test]
 fn rates_set_list_delete_round_trip() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
@@ -632,10 +678,21 @@ fn rates_set_list_delete_round_trip() {
     assert_eq!(run_json(dir, &["rates", "list", "--env", "live"]).as_array().map(Vec::len), Some(1));
 }
 
+/// Live watch-only wallets for every coin live accepts by default (BTC from BIP84's zpub,
+/// ETH, USDT and USDC from one BIP44 account xpub), so a live `serve` starts.
+fn live_wallets(dir: &Path) {
+    run_json(dir, &["wallets", "set", "--env", "live", "BTC", wallets::BIP84_ZPUB]);
+    let xpub = wallets::ethereum_account_xpub();
+    for coin in ["ETH", "USDT", "USDC"] {
+        run_json(dir, &["wallets", "set", "--env", "live", coin, &xpub]);
+    }
+}
+
 #[test]
 fn live_orders_need_a_rate_set_with_the_cli() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
+    live_wallets(dir);
     let created = run_json(dir, &["keys", "create", "--user-id", "3", "--env", "live"]);
     let key = created["key"].as_str().expect("key");
     let (mut server, addr) = ServeProcess::start_env(dir, "live", &[]);
@@ -656,6 +713,7 @@ fn live_orders_need_a_rate_set_with_the_cli() {
     assert_eq!(number_text(&shown["invoice"]["amount"]), "0.0025", "100 USD at 40000 USD/BTC: {shown}");
     assert_eq!(number_text(&shown["invoice"]["rate"]), "40000");
     assert_eq!(shown["invoice"]["currency"], json!("BTC"));
+    assert_eq!(shown["invoice"]["address"], json!(wallets::BIP84_ADDRESSES[0]), "derived from the wallet: {shown}");
 
     // A sandbox rate does not make live quotes, and a deleted live rate stops them again.
     run_json(dir, &["rates", "set", "--env", "sandbox", "ETH", "USD", "2000"]);
@@ -2089,15 +2147,31 @@ fn serve_logs_json_lines_or_nothing_with_quiet() {
 }
 
 #[test]
-fn live_serve_warns_about_coins_it_cannot_quote_or_address() {
+fn live_serve_refuses_coins_without_a_wallet_and_warns_about_rates_and_chains() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     run_json(dir, &["rates", "set", "--env", "live", "USDT", "USD", "1"]);
-    let (server, _) = ServeProcess::start_env(dir, "live", &[]);
+    let message = run_fails(dir, &["serve", "--env", "live", "--addr", "127.0.0.1:0"]);
+    assert!(message.contains("live accepts USDT, USDC, BTC, ETH but has no wallet"), "{message}");
+    assert!(message.contains("coinorder wallets set --env live"), "{message}");
+    run_json(dir, &["wallets", "set", "--env", "live", "BTC", wallets::BIP84_ZPUB]);
+    let message = run_fails(dir, &["serve", "--env", "live", "--addr", "127.0.0.1:0"]);
+    assert!(message.contains("live accepts USDT, USDC, ETH but has no wallet"), "{message}");
+    // Accepting only the coins with wallets is the other way to start.
+    let settings = dir.join("btc-only.toml");
+    std::fs::write(&settings, "[server]\npay_currencies = [\"BTC\"]\n").expect("write settings");
+    let settings = settings.to_string_lossy().to_string();
+    let (server, _) = ServeProcess::start_env(dir, "live", &["--config", &settings]);
+    let log = serve_log_after(server, Duration::from_millis(200));
+    assert!(log.contains("warning: live has no rate for BTC"), "{log}");
+    assert!(log.contains("warning: live watches no chain for BTC"), "{log}");
+    live_wallets(dir);
+    let (server, _) = ServeProcess::start_env(dir, "live", &["--esplora-url", "http://127.0.0.1:9/api"]);
     let log = serve_log_after(server, Duration::from_millis(200));
     assert!(log.contains("warning: live has no rate for BTC"), "{log}");
     assert!(!log.contains("no rate for USDT"), "USDT has a rate: {log}");
-    assert!(log.contains("warning: live has no address source"), "{log}");
+    assert!(log.contains("warning: live watches no chain for USDT, USDC, ETH"), "{log}");
+    assert!(log.contains("warning: chain watcher: bitcoin: Esplora at http://127.0.0.1:9"), "{log}");
     let (server, _) = ServeProcess::start(dir, &[]);
     let log = serve_log_after(server, Duration::from_millis(200));
     assert!(!log.contains("warning"), "the sandbox has test rates and addresses: {log}");

@@ -27,6 +27,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "delivery.rs",
             "mail.rs",
             "render.rs",
+            "wallets.rs",
+            // The chains' clients fetch and parse; what a payment means is the service's.
+            "chain",
         ],
     ),
     ("storage", &["storage"]),

@@ -19,6 +19,7 @@ raise subclasses of :class:`coinorder.Error`.
 
 from ._coinorder import (
     ApiKey,
+    ChainWatchReport,
     CreatedKey,
     CreatedOrder,
     DeliveryReport,
@@ -35,6 +36,7 @@ from ._coinorder import (
     Response,
     Service,
     Simulation,
+    Wallet,
     __version__,
     verify_webhook,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "ApiKey",
     "ApiLimitExceeded",
     "AuthenticationFailed",
+    "ChainWatchReport",
     "CreatedKey",
     "CreatedOrder",
     "DeliveryReport",
@@ -90,6 +93,7 @@ __all__ = [
     "ServiceUnavailable",
     "Simulation",
     "Unauthorized",
+    "Wallet",
     "WebhookVerificationError",
     "__version__",
     "verify_webhook",

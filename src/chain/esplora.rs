@@ -890,7 +890,8 @@ mod tests {
             tx(r#"{"confirmed":true,"block_height":870001,"block_hash":"00","block_time":1}"#)
         );
         let transactions: Vec<TransactionJson> = serde_json::from_str(&body).expect("json");
-        assert_eq!(payments_in(transactions, ADDRESS_0).expect("payments"), [payment(T0, 100_000, Some(870_001))]);
+        let merged = BitcoinPayment { txid: T0.to_string(), vout: 1, sats: 100_000, block_height: Some(870_001) };
+        assert_eq!(payments_in(transactions, ADDRESS_0).expect("payments"), [merged]);
     }
 
     #[test]

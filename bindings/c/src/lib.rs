@@ -18,9 +18,9 @@ mod ffi;
 use std::ffi::{c_char, CStr};
 use std::ptr;
 
-use coinorder::money::Decimal;
-use coinorder::{render, Config, Environment, NewApiKey, Service, WireRequest};
-use serde_json::Value;
+use coinorder::money::{to_json_number, Decimal};
+use coinorder::{render, Config, Environment, NewApiKey, Rate, Service, Timestamp, Wallet, WireRequest};
+use serde_json::{json, Value};
 
 use ffi::{bytes, guard, json_object, json_out, need, opt_text, out, text, CallError};
 pub use ffi::{coinorder_error, coinorder_status};
@@ -28,7 +28,7 @@ pub use ffi::{coinorder_error, coinorder_status};
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 1;
+pub const COINORDER_ABI_VERSION: u32 = 2;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -459,6 +459,168 @@ pub unsafe extern "C" fn coinorder_deliver_due(
     })
 }
 
+/// Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.
+/// `"USD"`) in the service's environment: `rate` is exact decimal text, fiat units per
+/// one coin, e.g. `"64250.5"`. A live service quotes orders only in coins that have a
+/// rate; the sandbox has built-in test rates. `valid_until_unix` is the Unix time in
+/// seconds after which the rate is not used, or 0 for valid until replaced.
+///
+/// `*rate_json_out` gets the rate as stored:
+/// `{"environment","crypto","fiat","rate","valid_until","updated_at"}` (`valid_until`
+/// null when 0 was given). An unknown coin or fiat code, or a rate not above 0, fails with
+/// `PARAMETERS_MISSING` naming it.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_rate_set(
+    service: *const coinorder_service,
+    crypto: *const c_char,
+    fiat: *const c_char,
+    rate: *const c_char,
+    valid_until_unix: i64,
+    rate_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(rate_json_out, "rate_json_out")?;
+        let service = service_ref(service)?;
+        let (crypto, fiat) = (text(crypto, "crypto")?, text(fiat, "fiat")?);
+        let rate = Decimal::from_str_exact(text(rate, "rate")?.trim())
+            .map_err(|_| coinorder::Error::invalid("rate", "must be a decimal number, e.g. \"64250.5\""))?;
+        let valid_until = match valid_until_unix {
+            0 => None,
+            seconds => Some(Timestamp(seconds.saturating_mul(1000))),
+        };
+        let rate = service.set_rate(crypto, fiat, rate, valid_until)?;
+        json_out(rate_json_out, "rate_json_out", &rate_json(&rate))
+    })
+}
+
+/// Lists the exchange rates set in the service's environment (the sandbox's built-in
+/// rates are not listed) as a JSON array of the objects [`coinorder_rate_set`] returns.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_rate_list(
+    service: *const coinorder_service,
+    rates_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(rates_json_out, "rates_json_out")?;
+        let rates = service_ref(service)?.list_rates()?;
+        json_out(rates_json_out, "rates_json_out", &Value::Array(rates.iter().map(rate_json).collect()))
+    })
+}
+
+/// Sets (or replaces) the watch-only wallet of `coin` (`"BTC"`, `"ETH"`, `"USDT"` or
+/// `"USDC"`) in the service's environment: from then on each new invoice in `coin` gets
+/// the next address derived from it.
+///
+/// `key` is an extended public key, never a private one: for BTC a `zpub` or `xpub`
+/// account key (BIP84 native segwit) or a `wpkh([fingerprint/84'/0'/0']xpub.../0/*)`
+/// descriptor, in the sandbox a `vpub` or `tpub`; for ETH and the tokens the account
+/// `xpub` at `m/44'/60'/0'`. A private key, or a key of the other network, fails with
+/// `PARAMETERS_MISSING`; the message never repeats the key.
+///
+/// `*wallet_json_out` gets the wallet as stored:
+/// `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
+/// Compare `first_address` with the first receive address the merchant's own wallet
+/// shows before taking payments.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_wallet_set(
+    service: *const coinorder_service,
+    coin: *const c_char,
+    key: *const c_char,
+    wallet_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(wallet_json_out, "wallet_json_out")?;
+        let service = service_ref(service)?;
+        let wallet = service.set_wallet(text(coin, "coin")?, text(key, "key")?)?;
+        json_out(wallet_json_out, "wallet_json_out", &wallet_json(&wallet))
+    })
+}
+
+/// Lists the watch-only wallets of the service's environment, by coin, as a JSON array
+/// of the objects [`coinorder_wallet_set`] returns.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_wallet_list(
+    service: *const coinorder_service,
+    wallets_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(wallets_json_out, "wallets_json_out")?;
+        let wallets = service_ref(service)?.wallets()?;
+        json_out(wallets_json_out, "wallets_json_out", &Value::Array(wallets.iter().map(wallet_json).collect()))
+    })
+}
+
+/// Removes the watch-only wallet of `coin`: new invoices in it get no derived address;
+/// invoices made before keep theirs and are still watched. `*removed_out` is true when a
+/// wallet was removed, false when none was set.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_wallet_remove(
+    service: *const coinorder_service,
+    coin: *const c_char,
+    removed_out: *mut bool,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(removed_out, "removed_out")?;
+        let removed = service_ref(service)?.remove_wallet(text(coin, "coin")?)?;
+        out(removed_out, "removed_out", removed)
+    })
+}
+
+/// The address of `coin`'s watch-only wallet at derivation `index`, to check against
+/// the merchant's own wallet software. `*address_out` gets the address as text (not
+/// JSON). A coin without a wallet fails with `PARAMETERS_MISSING`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_wallet_address(
+    service: *const coinorder_service,
+    coin: *const c_char,
+    index: u32,
+    address_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(address_out, "address_out")?;
+        let address = service_ref(service)?.wallet_address(text(coin, "coin")?, index)?;
+        out(address_out, "address_out", ffi::c_string(address)?.into_raw())
+    })
+}
+
+/// One pass of the chain watchers configured in `config_json` (`esplora_url` for
+/// Bitcoin, `ethereum_rpc_url` for ETH and the tokens): records new payments to the
+/// invoices' derived addresses, confirms those deep enough and rejects those that
+/// vanished. Run it every few seconds, like [`coinorder_deliver_due`]; with no chain
+/// configured it does nothing.
+///
+/// `*report_json_out` gets
+/// `{"recorded","confirmed","rejected","backing_off":[...],"errors":[...]}`. An endpoint
+/// failing is not a failure of the call: it is a line of `errors` naming the chain (the
+/// endpoint shown as scheme, host and port only), and the chain is then listed in
+/// `backing_off` for a pause that doubles up to five minutes. Only a database failure
+/// is an error.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_watch_chain_due(
+    service: *const coinorder_service,
+    report_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(report_json_out, "report_json_out")?;
+        let report = service_ref(service)?.watch_chain_due()?;
+        let report = json!({
+            "recorded": report.recorded,
+            "confirmed": report.confirmed,
+            "rejected": report.rejected,
+            "backing_off": report.backing_off,
+            "errors": report.errors,
+        });
+        json_out(report_json_out, "report_json_out", &report)
+    })
+}
+
 /// Verifies a received webhook (Standard Webhooks): `secret` is the key's `whsec_...`
 /// secret; `msg_id`, `timestamp` and `signatures` are the `webhook-id`,
 /// `webhook-timestamp` and `webhook-signature` header values as received; `body` points
@@ -561,6 +723,31 @@ unsafe fn authenticated<'a>(
     let service = service_ref(service)?;
     let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
     Ok((service, merchant))
+}
+
+/// A rate as [`coinorder_rate_set`] and [`coinorder_rate_list`] return it (the CLI's
+/// `rates` output).
+fn rate_json(rate: &Rate) -> Value {
+    json!({
+        "environment": rate.environment.as_str(),
+        "crypto": rate.crypto,
+        "fiat": rate.fiat,
+        "rate": to_json_number(rate.rate),
+        "valid_until": rate.valid_until.map(Timestamp::to_iso),
+        "updated_at": rate.updated_at.to_iso(),
+    })
+}
+
+/// A watch-only wallet as [`coinorder_wallet_set`] and [`coinorder_wallet_list`] return it.
+fn wallet_json(wallet: &Wallet) -> Value {
+    json!({
+        "coin": wallet.coin,
+        "descriptor": wallet.descriptor,
+        "next_index": wallet.next_index,
+        "first_address": wallet.first_address,
+        "created_at": wallet.created_at.to_iso(),
+        "updated_at": wallet.updated_at.to_iso(),
+    })
 }
 
 /// The stable numbers of the error codes, as the header names them. Checked against the

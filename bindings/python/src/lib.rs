@@ -303,6 +303,9 @@ record! {
         address => |py, i| value(py, &i.address),
         /// The payment URI (BIP-21 / EIP-681).
         payment_uri => |py, i| value(py, &i.payment_uri),
+        /// The index the address was derived at from the coin's watch-only wallet, or
+        /// None when it was not derived (no wallet, or an address source gave it).
+        derivation_index => |py, i| value(py, i.derivation_index),
     }
 }
 
@@ -361,6 +364,26 @@ record! {
         valid_until => |py, r| opt_datetime(py, r.valid_until),
         /// When it was set.
         updated_at => |py, r| datetime(py, r.updated_at),
+    }
+}
+
+record! {
+    /// A watch-only wallet: the extended public key new invoices of its coin get their
+    /// deposit addresses from.
+    Wallet(coinorder::Wallet) {
+        /// The coin: `"BTC"`, `"ETH"`, `"USDT"` or `"USDC"`.
+        coin => |py, w| value(py, &w.coin),
+        /// The key as stored: a descriptor with checksum (BTC) or the account xpub
+        /// (ETH and the tokens). Public keys only.
+        descriptor => |py, w| value(py, &w.descriptor),
+        /// The index the next invoice's address is derived at.
+        next_index => |py, w| value(py, w.next_index),
+        /// The address at index 0: compare it with the merchant's own wallet.
+        first_address => |py, w| value(py, &w.first_address),
+        /// When it was first set.
+        created_at => |py, w| datetime(py, w.created_at),
+        /// When it was last set.
+        updated_at => |py, w| datetime(py, w.updated_at),
     }
 }
 
@@ -546,6 +569,23 @@ plain_record! {
     }
 }
 
+plain_record! {
+    /// What `watch_chain_due` did.
+    ChainWatchReport {
+        /// Payments seen for the first time and recorded (unconfirmed).
+        recorded: usize,
+        /// Payments deep enough that were confirmed.
+        confirmed: usize,
+        /// Payments gone from the chain that were rejected.
+        rejected: usize,
+        /// Chains skipped because their endpoint failed recently (`"bitcoin"`,
+        /// `"ethereum"`), a list of str.
+        backing_off: Vec<String>,
+        /// What went wrong, one line each naming the chain (a list of str).
+        errors: Vec<String>,
+    }
+}
+
 /// An HTTP response from `Service.handle`.
 #[pyclass(frozen, module = "coinorder._coinorder")]
 pub struct Response {
@@ -610,7 +650,10 @@ fn opt_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Optio
 impl Service {
     /// Opens (creating if needed) the service over `target`, a SQLite file path, for
     /// `environment` (`"sandbox"` or `"live"`); `options` are those of the C ABI's
-    /// `config_json` (`invoice_ttl=900`, `rate_limit=0`, `synchronous="normal"`...).
+    /// `config_json` (`invoice_ttl=900`, `rate_limit=0`, `synchronous="normal"`...),
+    /// the chain watchers' among them: `esplora_url`, `bitcoin_confirmations`,
+    /// `ethereum_rpc_url`, `ethereum_confirmations` and `ethereum_tokens` (a dict of
+    /// coin to ERC-20 contract address).
     #[staticmethod]
     #[pyo3(signature = (target, environment = "sandbox", **options))]
     fn open(py: Python<'_>, target: &str, environment: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
@@ -884,6 +927,53 @@ impl Service {
         })
     }
 
+    /// One pass of the chain watchers configured (`esplora_url`, `ethereum_rpc_url`):
+    /// records, confirms and rejects the payments to the invoices' derived addresses.
+    /// An endpoint failing is reported in `errors`, not raised.
+    fn watch_chain_due(&self, py: Python<'_>) -> PyResult<ChainWatchReport> {
+        let core = self.core()?;
+        let report = detached(py, move || core.watch_chain_due())?;
+        Ok(ChainWatchReport {
+            recorded: report.recorded,
+            confirmed: report.confirmed,
+            rejected: report.rejected,
+            backing_off: report.backing_off,
+            errors: report.errors,
+        })
+    }
+
+    // ----- wallets -----
+
+    /// Sets (or replaces) the watch-only wallet of `coin` (BTC, ETH, USDT or USDC) in
+    /// this environment from `key`, an extended public key or (BTC) a `wpkh(...)`
+    /// descriptor; a private key is refused. New invoices in `coin` then get the next
+    /// address derived from it.
+    fn set_wallet(&self, py: Python<'_>, coin: String, key: String) -> PyResult<Py<PyAny>> {
+        let core = self.core()?;
+        Wallet::object(py, detached(py, move || core.set_wallet(&coin, &key))?)
+    }
+
+    /// The watch-only wallets of this environment, by coin.
+    fn wallets(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let core = self.core()?;
+        objects(py, detached(py, move || core.wallets())?, Wallet::object)
+    }
+
+    /// Removes the wallet of `coin`; False when none was set. Invoices made before keep
+    /// their addresses and are still watched.
+    fn remove_wallet(&self, py: Python<'_>, coin: String) -> PyResult<bool> {
+        let core = self.core()?;
+        detached(py, move || core.remove_wallet(&coin))
+    }
+
+    /// The address of `coin`'s wallet at `index`, to check against the merchant's own
+    /// wallet software.
+    #[pyo3(signature = (coin, index = 0))]
+    fn wallet_address(&self, py: Python<'_>, coin: String, index: u32) -> PyResult<String> {
+        let core = self.core()?;
+        detached(py, move || core.wallet_address(&coin, index))
+    }
+
     // ----- rates -----
 
     /// Sets the rate of `crypto` in `fiat` (fiat per coin), optionally until `valid_until`.
@@ -987,6 +1077,16 @@ fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Va
         let items: Vec<String> =
             value.extract().map_err(|_| PyTypeError::new_err(format!("{name}: must be a list of str")))?;
         Ok(serde_json::Value::from(items))
+    } else if let Ok(dict) = value.cast::<PyDict>() {
+        let not_text = |_| PyTypeError::new_err(format!("{name}: must be a dict of str to str"));
+        let mut members = serde_json::Map::new();
+        for (key, item) in dict.iter() {
+            members.insert(
+                key.extract().map_err(not_text)?,
+                serde_json::Value::from(item.extract::<String>().map_err(not_text)?),
+            );
+        }
+        Ok(serde_json::Value::Object(members))
     } else {
         let other = value.get_type().name()?.to_string();
         Err(PyTypeError::new_err(format!("{name}: a {other} is not a valid option value")))
@@ -1047,6 +1147,8 @@ fn _coinorder(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulation>()?;
     m.add_class::<ExpiryReport>()?;
     m.add_class::<DeliveryReport>()?;
+    m.add_class::<ChainWatchReport>()?;
+    m.add_class::<Wallet>()?;
     m.add_class::<Rate>()?;
     m.add_class::<Response>()?;
     m.add_function(wrap_pyfunction!(verify_webhook, m)?)?;
