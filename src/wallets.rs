@@ -62,11 +62,14 @@ pub struct WatchOnlyWallet {
 /// How addresses are derived; the parsed form of `descriptor`.
 #[derive(Clone, PartialEq, Eq)]
 enum Kind {
-    /// A `wpkh(...)` descriptor with one unhardened ranged key, and the network its
-    /// addresses are written for. Boxed: a descriptor is several times an xpub's size.
-    Bitcoin { descriptor: Box<Descriptor<DescriptorPublicKey>>, network: Network },
-    /// The BIP44 account key at `m/44'/60'/n'`; address `i` is at `/0/i` below it.
-    Ethereum { account: Xpub },
+    /// A `wpkh(...)` descriptor with one unhardened ranged key: `chain` is its key with the
+    /// descriptor's fixed path applied (the receive chain, `/0`), so address `i` costs one
+    /// public derivation (`chain/i`) rather than one per path step. `network` is the one
+    /// its addresses are written for.
+    Bitcoin { chain: Xpub, network: Network },
+    /// The BIP44 account key at `m/44'/60'/n'` with its receive chain `/0` applied:
+    /// address `i` is `chain/i`.
+    Ethereum { chain: Xpub },
 }
 
 impl fmt::Debug for WatchOnlyWallet {
@@ -131,20 +134,22 @@ impl WatchOnlyWallet {
             ));
         }
         match &self.kind {
-            Kind::Bitcoin { descriptor, network } => {
-                let definite = descriptor.at_derivation_index(index).map_err(|e| derivation_failed(&e))?;
-                let address = definite.address(*network).map_err(|e| derivation_failed(&e))?;
-                Ok(address.to_string())
+            Kind::Bitcoin { chain, network } => {
+                let child = chain.ckd_pub(&SECP, ChildNumber::Normal { index }).map_err(|e| derivation_failed(&e))?;
+                Ok(bitcoin::Address::p2wpkh(&bitcoin::CompressedPublicKey(child.public_key), *network).to_string())
             }
-            Kind::Ethereum { account } => {
-                let secp = Secp256k1::verification_only();
-                let path = [ChildNumber::Normal { index: 0 }, ChildNumber::Normal { index }];
-                let child = account.derive_pub(&secp, &path).map_err(|e| derivation_failed(&e))?;
+            Kind::Ethereum { chain } => {
+                let child = chain.ckd_pub(&SECP, ChildNumber::Normal { index }).map_err(|e| derivation_failed(&e))?;
                 Ok(ethereum_address(&child.public_key))
             }
         }
     }
 }
+
+/// One verification context for the process: building one costs tens of microseconds,
+/// more than the derivation itself, and every create that derives an address needs one.
+static SECP: std::sync::LazyLock<Secp256k1<bitcoin::secp256k1::VerifyOnly>> =
+    std::sync::LazyLock::new(Secp256k1::verification_only);
 
 /// A failure deriving from a key that parsed: for a non-hardened index this happens with
 /// probability about 2^-127 per step (BIP32's invalid child), so it is the service's fault
@@ -260,11 +265,12 @@ fn parse_bitcoin(text: &str, environment: Environment) -> Result<WatchOnlyWallet
     // The origin is dropped from the account id: it changes no address.
     let key_without_origin = DescriptorPublicKey::XPub(DescriptorXKey { origin: None, ..xkey.clone() });
     let account_id = format!("btc:wpkh({key_without_origin})");
+    let chain = xkey.xkey.derive_pub(&*SECP, &xkey.derivation_path).map_err(|e| derivation_failed(&e))?;
     Ok(WatchOnlyWallet {
         coin: "BTC",
         descriptor: descriptor.to_string(),
         account_id,
-        kind: Kind::Bitcoin { descriptor: Box::new(descriptor), network: bitcoin_network(environment) },
+        kind: Kind::Bitcoin { chain, network: bitcoin_network(environment) },
     })
 }
 
@@ -479,7 +485,8 @@ fn parse_ethereum(coin: &'static str, text: &str, environment: Environment) -> R
         Some((fingerprint, path)) => format!("[{fingerprint}/{path}]{account}"),
         None => account.to_string(),
     };
-    Ok(WatchOnlyWallet { coin, descriptor, account_id: format!("eth:{account}"), kind: Kind::Ethereum { account } })
+    let chain = account.ckd_pub(&SECP, ChildNumber::Normal { index: 0 }).map_err(|e| derivation_failed(&e))?;
+    Ok(WatchOnlyWallet { coin, descriptor, account_id: format!("eth:{account}"), kind: Kind::Ethereum { chain } })
 }
 
 /// The Ethereum address of `key`: the last 20 bytes of keccak256 of the uncompressed

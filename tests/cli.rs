@@ -1372,6 +1372,8 @@ fn serve_reads_a_config_file_and_flags_win() {
     let created = run_json(dir, &["--db", &shop_db, "keys", "create", "--user-id", "3", "--env", "live"]);
     let key = created["key"].as_str().expect("key");
     run_json(dir, &["--db", &shop_db, "rates", "set", "--env", "live", "USDT", "USD", "1"]);
+    let xpub = wallets::ethereum_account_xpub();
+    run_json(dir, &["--db", &shop_db, "wallets", "set", "--env", "live", "USDT", &xpub]);
     // The file's `db`: a file relative to it, or on PostgreSQL the server URL.
     let file_db = if on_postgres() { shop_db.clone() } else { "shop.db".to_string() };
     let config = format!(
@@ -1383,6 +1385,7 @@ fn serve_reads_a_config_file_and_flags_win() {
          payment_page_url = \"https://pay.example/from-file\"\n\
          invoice_ttl = 600\n\
          threads = 2\n\
+         pay_currencies = [\"usdt\"]\n\
          [webhooks]\n\
          timeout_secs = 3\n\
          allow_private = true\n\
@@ -1430,6 +1433,7 @@ fn serve_reads_a_config_file_and_flags_win() {
     let ttl = order["invoice"]["expired_at_t"].as_i64().expect("expiry")
         - chrono_ms(order["invoice"]["created_at"].as_str().expect("created_at"));
     assert_eq!(ttl, 600_000, "invoice_ttl from the file: {order}");
+    assert_eq!(order["invoice"]["address"], json!(wallets::BIP44_ETH_ADDRESS_0), "from the USDT wallet: {order}");
     // SMTP from the file.
     let received = sink.wait_for(1, TIMEOUT);
     assert_eq!(received.len(), 1, "no e-mail within {TIMEOUT:?}");

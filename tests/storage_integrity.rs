@@ -190,7 +190,7 @@ fn event_sequences_stay_consecutive_through_a_lifecycle() {
 
 #[test]
 fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
-    assert_eq!(coinorder::SCHEMA_VERSION, 7);
+    assert_eq!(coinorder::SCHEMA_VERSION, 8);
     if on_postgres() {
         return; // PostgreSQL support began with the version-5 schema: no older database exists
     }
@@ -218,10 +218,13 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
     assert_eq!(before_busy, vec![1, 2]);
 
     // Back to what schema version 4 wrote: no counter column at all (nor the later
-    // display_name of keys).
+    // display_name of keys, nor version 8's wallets).
     tamper(
         &db,
         "ALTER TABLE orders DROP COLUMN last_event_sequence; ALTER TABLE api_keys DROP COLUMN display_name;
+         DROP TABLE wallets; DROP TABLE wallet_accounts; DROP TABLE chain_cursors;
+         DROP INDEX invoices_watched; DROP INDEX payments_unconfirmed;
+         ALTER TABLE invoices DROP COLUMN derivation_index;
          PRAGMA user_version = 4;",
     );
     {
