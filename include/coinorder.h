@@ -422,10 +422,10 @@ coinorder_status coinorder_rate_list(const struct coinorder_service *service,
  * the next address derived from it.
  *
  * `key` is an extended public key, never a private one: for BTC a `zpub` or `xpub`
- * account key (BIP84 native segwit) or a `wpkh([fingerprint/84'/0'/0']xpub.../0/*)`
- * descriptor, in the sandbox a `vpub` or `tpub`; for ETH and the tokens the account
- * `xpub` at `m/44'/60'/0'`. A private key, or a key of the other network, fails with
- * `PARAMETERS_MISSING`; the message never repeats the key.
+ * account key (BIP84 native segwit) or a `wpkh(...)` descriptor of one such key with
+ * its receive path and wildcard, in the sandbox a `vpub` or `tpub`; for ETH and the
+ * tokens the account `xpub` at `m/44'/60'/0'`. A private key, or a key of the other
+ * network, fails with `PARAMETERS_MISSING`; the message never repeats the key.
  *
  * `*wallet_json_out` gets the wallet as stored:
  * `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
@@ -477,9 +477,9 @@ coinorder_status coinorder_wallet_address(const struct coinorder_service *servic
  * `*report_json_out` gets
  * `{"recorded","confirmed","rejected","backing_off":[...],"errors":[...]}`. An endpoint
  * failing is not a failure of the call: it is a line of `errors` naming the chain (the
- * endpoint shown as scheme, host and port only), and the chain is then listed in
- * `backing_off` for a pause that doubles up to five minutes. Only a database failure
- * is an error.
+ * endpoint shown as scheme, host and port only), and the next passes list the chain in
+ * `backing_off` and skip it for a pause that doubles up to five minutes. Only a
+ * database failure is an error.
  */
 coinorder_status coinorder_watch_chain_due(const struct coinorder_service *service,
                                            char **report_json_out,

@@ -10,6 +10,13 @@ fn main() {
         // The ABI major version: hosts link against libcoinorder.so.0 and keep working
         // across compatible releases.
         println!("cargo::rustc-cdylib-link-arg=-Wl,-soname,libcoinorder.so.0");
+        // Export the coinorder_* functions only. rustc exports every `#[no_mangle]` function
+        // of every crate linked in (rust-lang/rust#73958), and secp256k1-sys (under the core's
+        // wallets) has four (`rustsecp256k1_v0_10_0_context_create`, ...). Those come from
+        // dependency archives, while this crate's functions come from its own object files,
+        // which --exclude-libs leaves alone. (A second --version-script is not an option:
+        // GNU ld refuses it next to rustc's own.)
+        println!("cargo::rustc-cdylib-link-arg=-Wl,--exclude-libs,ALL");
     }
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));

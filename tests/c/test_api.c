@@ -20,6 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "harness.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -357,7 +361,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 1);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 2);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -1332,6 +1336,291 @@ static void test_deliver_due(void) {
     fixture_close(&fx);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Rates, watch-only wallets and the chain watcher
+ * ------------------------------------------------------------------------------------- */
+
+/* A mainnet BIP84 account key (the "abandon ... about" test wallet) and its receive
+ * addresses at indexes 0 and 1. */
+#define ZPUB "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs"
+#define ZPUB_ADDRESS_0 "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"
+#define ZPUB_ADDRESS_1 "bc1qnjg0jd8228aq7egyzacy8cys3knf9xvrerkf9g"
+/* A BIP32 root private key: must be refused, and never echoed. */
+#define XPRV "xprv9s21ZrQH143K3GJpoapnV8SFfukcVBSfeCficPSGfubmSFDxo1kuHnLisriDvSnRRuL2Qrg5ggqHKNVpxR86QEC8w35uxmGoggxtQTPvfUu"
+
+static void test_rates(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, LIVE));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_rate_set(NULL, "BTC", "USD", "1", 0, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_rate_set(fx.svc, NULL, "USD", "1", 0, &out, &err), "crypto");
+    EXPECT_NULL_ARG(coinorder_rate_set(fx.svc, "BTC", NULL, "1", 0, &out, &err), "fiat");
+    EXPECT_NULL_ARG(coinorder_rate_set(fx.svc, "BTC", "USD", NULL, 0, &out, &err), "rate");
+    EXPECT_NULL_ARG(coinorder_rate_set(fx.svc, "BTC", "USD", "1", 0, NULL, &err), "rate_json_out");
+    EXPECT_BAD_UTF8(coinorder_rate_set(fx.svc, BAD_UTF8, "USD", "1", 0, &out, &err), "crypto");
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "1,5", 0, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be a decimal number, e.g. \"64250.5\"");
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "0", 0, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be greater than 0");
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "DOGE", "USD", "1", 0, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "crypto: unknown coin \"DOGE\"");
+    EXPECT_NULL_ARG(coinorder_rate_list(NULL, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_rate_list(fx.svc, NULL, &err), "rates_json_out");
+    CHECK(out == SENTINEL);
+
+    out = NULL;
+    EXPECT_OK(coinorder_rate_list(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "[]");
+    coinorder_string_free(out);
+
+    /* Exact text in, exact number out; 0: no expiry. */
+    out = NULL;
+    EXPECT_OK(coinorder_rate_set(fx.svc, "BTC", "USD", " 64250.50 ", 0, &out, &err));
+    CHECK_CONTAINS(out, "{\"environment\":\"live\",\"crypto\":\"BTC\",\"fiat\":\"USD\",\"rate\":64250.5,"
+                        "\"valid_until\":null,\"updated_at\":\"");
+    coinorder_string_free(out);
+    /* valid_until_unix is seconds. */
+    out = NULL;
+    EXPECT_OK(coinorder_rate_set(fx.svc, "ETH", "EUR", "3000", 4102444800, &out, &err));
+    CHECK_CONTAINS(out, "\"rate\":3000,\"valid_until\":\"2100-01-01T00:00:00.000Z\"");
+    coinorder_string_free(out);
+
+    out = NULL;
+    EXPECT_OK(coinorder_rate_list(fx.svc, &out, &err));
+    CHECK_INT_EQ(count_of(out, "\"environment\":\"live\""), 2);
+    CHECK_CONTAINS(out, "\"crypto\":\"BTC\",\"fiat\":\"USD\",\"rate\":64250.5,\"valid_until\":null");
+    CHECK_CONTAINS(out,
+                   "\"crypto\":\"ETH\",\"fiat\":\"EUR\",\"rate\":3000,\"valid_until\":\"2100-01-01T00:00:00.000Z\"");
+    coinorder_string_free(out);
+
+    /* The live service quotes with it: 6425.05 USD at 64250.5 is 0.1 BTC. */
+    char order_id[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":6425.05,\"pay_currency\":\"BTC\"}", order_id));
+    out = NULL;
+    EXPECT_OK(coinorder_order_get(fx.svc, fx.key, order_id, &out, &err));
+    CHECK_CONTAINS(out, "\"amount\":0.1,");
+    CHECK_CONTAINS(out, "\"currency\":\"BTC\"");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+static void test_wallet_set_and_address(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, LIVE));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_wallet_set(NULL, "BTC", ZPUB, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_wallet_set(fx.svc, NULL, ZPUB, &out, &err), "coin");
+    EXPECT_NULL_ARG(coinorder_wallet_set(fx.svc, "BTC", NULL, &out, &err), "key");
+    EXPECT_NULL_ARG(coinorder_wallet_set(fx.svc, "BTC", ZPUB, NULL, &err), "wallet_json_out");
+    EXPECT_BAD_UTF8(coinorder_wallet_set(fx.svc, "BTC", BAD_UTF8, &out, &err), "key");
+    EXPECT_ERROR(coinorder_wallet_set(fx.svc, "DOGE", ZPUB, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "coin: must be one of BTC, ETH, USDT, USDC");
+    /* No address before a wallet is set. */
+    EXPECT_ERROR(coinorder_wallet_address(fx.svc, "BTC", 0, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "coin: has no wallet in live (set one first)");
+    CHECK(out == SENTINEL);
+
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_set(fx.svc, "BTC", ZPUB, &out, &err));
+    char buf[512];
+    CHECK(json_str(out, "coin", buf, sizeof buf));
+    CHECK_STR_EQ(buf, "BTC");
+    CHECK(json_str(out, "first_address", buf, sizeof buf));
+    CHECK_STR_EQ(buf, ZPUB_ADDRESS_0);
+    CHECK(json_raw(out, "next_index", buf, sizeof buf));
+    CHECK_STR_EQ(buf, "0");
+    CHECK(json_str(out, "descriptor", buf, sizeof buf));
+    CHECK_MSG(strncmp(buf, "wpkh(", 5) == 0, "descriptor is \"%s\"", buf);
+    CHECK_CONTAINS(out, "{\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
+    CHECK_CONTAINS(out, "\"created_at\":\"");
+    CHECK_CONTAINS(out, "\"updated_at\":\"");
+    coinorder_string_free(out);
+
+    out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_wallet_address(NULL, "BTC", 1, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_wallet_address(fx.svc, NULL, 1, &out, &err), "coin");
+    EXPECT_NULL_ARG(coinorder_wallet_address(fx.svc, "BTC", 1, NULL, &err), "address_out");
+    EXPECT_ERROR_HAS(coinorder_wallet_address(fx.svc, "BTC", 0x80000000u, &out, &err), "PARAMETERS_MISSING",
+                     COINORDER_ERROR_PARAMETERS_MISSING, 400, "index: must be below 2^31");
+    CHECK(out == SENTINEL);
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_address(fx.svc, "BTC", 0, &out, &err));
+    CHECK_STR_EQ(out, ZPUB_ADDRESS_0);
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_address(fx.svc, "btc", 1, &out, &err));
+    CHECK_STR_EQ(out, ZPUB_ADDRESS_1);
+    coinorder_string_free(out);
+
+    /* Live quotes need a rate; each BTC order then gets the next derived address. */
+    out = NULL;
+    EXPECT_OK(coinorder_rate_set(fx.svc, "BTC", "USD", "64250.5", 0, &out, &err));
+    coinorder_string_free(out);
+    const char *addresses[2] = {ZPUB_ADDRESS_0, ZPUB_ADDRESS_1};
+    for (int i = 0; i < 2; i++) {
+        char order_id[128];
+        REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":25,\"pay_currency\":\"BTC\"}", order_id));
+        out = NULL;
+        EXPECT_OK(coinorder_order_get(fx.svc, fx.key, order_id, &out, &err));
+        CHECK(json_str(out, "address", buf, sizeof buf));
+        CHECK_STR_EQ(buf, addresses[i]);
+        coinorder_string_free(out);
+    }
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
+    CHECK(json_raw(out, "next_index", buf, sizeof buf));
+    CHECK_STR_EQ(buf, "2");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+static void test_wallet_refuses_a_private_key(void) {
+    coinorder_error *err = NULL;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, LIVE));
+    char *out = SENTINEL;
+    coinorder_status st = coinorder_wallet_set(fx.svc, "BTC", XPRV, &out, &err);
+    CHECK_INT_EQ(st, COINORDER_ERROR);
+    CHECK(out == SENTINEL);
+    REQUIRE(err != NULL);
+    CHECK_INT_EQ(coinorder_error_status(err), COINORDER_ERROR);
+    CHECK_STR_EQ(coinorder_error_code(err), "PARAMETERS_MISSING");
+    CHECK_INT_EQ(coinorder_error_number(err), COINORDER_ERROR_PARAMETERS_MISSING);
+    CHECK_INT_EQ(coinorder_error_http_status(err), 400);
+    const char *message = coinorder_error_message(err);
+    CHECK_CONTAINS(message, "wallet: is a private key");
+    /* Neither the key nor any long piece of it. */
+    CHECK_MSG(message != NULL && strstr(message, XPRV) == NULL, "the message repeats the key: %s", message);
+    char piece[13];
+    for (size_t i = 0; message != NULL && i + 12 <= strlen(XPRV); i++) {
+        memcpy(piece, XPRV + i, 12);
+        piece[12] = '\0';
+        CHECK_MSG(strstr(message, piece) == NULL, "the message holds \"%s\" of the key: %s", piece, message);
+    }
+    coinorder_error_free(err);
+
+    /* err NULL: the same status, nothing stored. */
+    CHECK_INT_EQ(coinorder_wallet_set(fx.svc, "ETH", XPRV, &out, NULL), COINORDER_ERROR);
+    CHECK(out == SENTINEL);
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "[]");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+static void test_wallet_list_and_remove(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, LIVE));
+    char *out = SENTINEL;
+    bool removed = true;
+    EXPECT_NULL_ARG(coinorder_wallet_list(NULL, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_wallet_list(fx.svc, NULL, &err), "wallets_json_out");
+    CHECK(out == SENTINEL);
+    EXPECT_NULL_ARG(coinorder_wallet_remove(NULL, "BTC", &removed, &err), "service");
+    EXPECT_NULL_ARG(coinorder_wallet_remove(fx.svc, NULL, &removed, &err), "coin");
+    EXPECT_NULL_ARG(coinorder_wallet_remove(fx.svc, "BTC", NULL, &err), "removed_out");
+    EXPECT_BAD_UTF8(coinorder_wallet_remove(fx.svc, BAD_UTF8, &removed, &err), "coin");
+    EXPECT_ERROR(coinorder_wallet_remove(fx.svc, "DOGE", &removed, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "coin: must be one of BTC, ETH, USDT, USDC");
+    CHECK(removed == true); /* untouched by the failures */
+
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "[]");
+    coinorder_string_free(out);
+
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_set(fx.svc, "BTC", ZPUB, &out, &err));
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
+    CHECK_MSG(out != NULL && out[0] == '[' && out[strlen(out) - 1] == ']', "not an array: %s", out ? out : "(null)");
+    CHECK_INT_EQ(count_of(out, "\"coin\":"), 1);
+    CHECK_CONTAINS(out, "[{\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
+    CHECK_CONTAINS(out, "\"next_index\":0,\"first_address\":\"" ZPUB_ADDRESS_0 "\"");
+    coinorder_string_free(out);
+
+    removed = false;
+    EXPECT_OK(coinorder_wallet_remove(fx.svc, "BTC", &removed, &err));
+    CHECK(removed == true);
+    EXPECT_OK(coinorder_wallet_remove(fx.svc, "BTC", &removed, &err));
+    CHECK(removed == false);
+    out = NULL;
+    EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "[]");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+/* A TCP port on 127.0.0.1 that nothing listens on (bound, then closed); 0 on failure. */
+static int closed_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 && getsockname(fd, (struct sockaddr *)&addr, &len) == 0) {
+        port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+static void test_watch_chain_due(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, LIVE));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_watch_chain_due(NULL, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_watch_chain_due(fx.svc, NULL, &err), "report_json_out");
+    CHECK(out == SENTINEL);
+    CHECK_INT_EQ(coinorder_watch_chain_due(NULL, &out, NULL), COINORDER_NULL_ARGUMENT);
+    CHECK(out == SENTINEL);
+
+    /* No chain configured: nothing to do. */
+    out = NULL;
+    EXPECT_OK(coinorder_watch_chain_due(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"recorded\":0,\"confirmed\":0,\"rejected\":0,\"backing_off\":[],\"errors\":[]}");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+
+    /* An Esplora endpoint that refuses connections: one error line, without the URL's
+     * credentials or path; then the chain backs off. */
+    int port = closed_port();
+    REQUIRE(port != 0);
+    char config[256], path[4200];
+    snprintf(config, sizeof config,
+             "{\"environment\":\"live\",\"esplora_url\":\"http://u:hunter2@127.0.0.1:%d/KEY123\"}", port);
+    new_db_path(path, sizeof path);
+    coinorder_service *svc = NULL;
+    EXPECT_OK(coinorder_service_open(path, config, &svc, &err));
+    REQUIRE(svc != NULL);
+    out = NULL;
+    EXPECT_OK(coinorder_watch_chain_due(svc, &out, &err));
+    CHECK_CONTAINS(out, "{\"recorded\":0,\"confirmed\":0,\"rejected\":0,\"backing_off\":[],\"errors\":[\"bitcoin: ");
+    CHECK_INT_EQ(count_of(out, "\"bitcoin: "), 1);
+    CHECK_MSG(out != NULL && strstr(out, "\"],") == NULL && strcmp(out + strlen(out) - 3, "\"]}") == 0,
+              "not exactly one error: %s", out ? out : "(null)");
+    CHECK_MSG(out != NULL && strstr(out, "hunter2") == NULL, "the report holds the password: %s", out);
+    CHECK_MSG(out != NULL && strstr(out, "KEY123") == NULL, "the report holds the URL's path: %s", out);
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_watch_chain_due(svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"recorded\":0,\"confirmed\":0,\"rejected\":0,\"backing_off\":[\"bitcoin\"],\"errors\":[]}");
+    coinorder_string_free(out);
+    coinorder_service_close(svc);
+}
+
 /* The Standard Webhooks specification's published test vector. */
 #define SW_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define SW_MSG_ID "msg_p5jXN8AQM9LWM0D4loKWxJek"
@@ -1685,6 +1974,13 @@ static void test_err_null_still_returns_status(void) {
     CHECK_INT_EQ(coinorder_simulate(fx.svc, "nope", "{", &out, NULL), COINORDER_INVALID_JSON);
     CHECK_INT_EQ(coinorder_deliver_due(fx.svc, 1, NULL, NULL), COINORDER_NULL_ARGUMENT);
     CHECK_INT_EQ(coinorder_key_delete(fx.svc, "key_nope", NULL), COINORDER_ERROR);
+    CHECK_INT_EQ(coinorder_rate_set(fx.svc, "BTC", "USD", "x", 0, &out, NULL), COINORDER_ERROR);
+    CHECK_INT_EQ(coinorder_rate_list(fx.svc, NULL, NULL), COINORDER_NULL_ARGUMENT);
+    CHECK_INT_EQ(coinorder_wallet_set(fx.svc, "BTC", "nope", &out, NULL), COINORDER_ERROR);
+    CHECK_INT_EQ(coinorder_wallet_list(NULL, &out, NULL), COINORDER_NULL_ARGUMENT);
+    CHECK_INT_EQ(coinorder_wallet_remove(fx.svc, BAD_UTF8, NULL, NULL), COINORDER_NULL_ARGUMENT);
+    CHECK_INT_EQ(coinorder_wallet_address(fx.svc, "BTC", 0, &out, NULL), COINORDER_ERROR);
+    CHECK_INT_EQ(coinorder_watch_chain_due(fx.svc, NULL, NULL), COINORDER_NULL_ARGUMENT);
     CHECK_INT_EQ(coinorder_handle(fx.svc, "GET", "/", "{", NULL, 0, &status, &out, NULL), COINORDER_INVALID_JSON);
     CHECK(out == SENTINEL);
     CHECK_INT_EQ(status, 0);
@@ -1738,6 +2034,11 @@ int main(void) {
         {"payment_record, confirm, reject", test_payments},
         {"simulate (sandbox and live)", test_simulate},
         {"deliver_due without a webhook url", test_deliver_due},
+        {"rate_set, rate_list (live quotes with them)", test_rates},
+        {"wallet_set, wallet_address: invoices get the derived addresses", test_wallet_set_and_address},
+        {"wallet_set refuses a private key without echoing it", test_wallet_refuses_a_private_key},
+        {"wallet_list, wallet_remove", test_wallet_list_and_remove},
+        {"watch_chain_due (no chain; a refused endpoint, redacted, backs off)", test_watch_chain_due},
         {"signature_verify (Standard Webhooks test vector)", test_signature_verify},
         {"handle (201/200/400/401/404, headers)", test_handle},
         {"err NULL still returns the status", test_err_null_still_returns_status},

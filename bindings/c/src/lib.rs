@@ -514,10 +514,10 @@ pub unsafe extern "C" fn coinorder_rate_list(
 /// the next address derived from it.
 ///
 /// `key` is an extended public key, never a private one: for BTC a `zpub` or `xpub`
-/// account key (BIP84 native segwit) or a `wpkh([fingerprint/84'/0'/0']xpub.../0/*)`
-/// descriptor, in the sandbox a `vpub` or `tpub`; for ETH and the tokens the account
-/// `xpub` at `m/44'/60'/0'`. A private key, or a key of the other network, fails with
-/// `PARAMETERS_MISSING`; the message never repeats the key.
+/// account key (BIP84 native segwit) or a `wpkh(...)` descriptor of one such key with
+/// its receive path and wildcard, in the sandbox a `vpub` or `tpub`; for ETH and the
+/// tokens the account `xpub` at `m/44'/60'/0'`. A private key, or a key of the other
+/// network, fails with `PARAMETERS_MISSING`; the message never repeats the key.
 ///
 /// `*wallet_json_out` gets the wallet as stored:
 /// `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
@@ -598,9 +598,9 @@ pub unsafe extern "C" fn coinorder_wallet_address(
 /// `*report_json_out` gets
 /// `{"recorded","confirmed","rejected","backing_off":[...],"errors":[...]}`. An endpoint
 /// failing is not a failure of the call: it is a line of `errors` naming the chain (the
-/// endpoint shown as scheme, host and port only), and the chain is then listed in
-/// `backing_off` for a pause that doubles up to five minutes. Only a database failure
-/// is an error.
+/// endpoint shown as scheme, host and port only), and the next passes list the chain in
+/// `backing_off` and skip it for a pause that doubles up to five minutes. Only a
+/// database failure is an error.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_watch_chain_due(
     service: *const coinorder_service,
@@ -808,7 +808,7 @@ const _: () = {
 mod header_tests {
     // Tests: the committed `include/coinorder.h` is exactly what the pinned cbindgen generates from
     // this crate. After changing the C API, refresh it with
-    // `COINORDER_BLESS=1 cargo test -p coinorder-c --test header` and commit it.
+    // `COINORDER_BLESS=1 cargo test -p coinorder-c --lib committed_header` and commit it.
 
     use std::path::Path;
 
@@ -823,7 +823,7 @@ mod header_tests {
         let committed = std::fs::read_to_string(&committed_path).unwrap_or_default();
         assert!(
             committed == generated,
-            "include/coinorder.h is stale: run `COINORDER_BLESS=1 cargo test -p coinorder-c --test header` and commit it"
+            "include/coinorder.h is stale: run `COINORDER_BLESS=1 cargo test -p coinorder-c --lib committed_header` and commit it"
         );
     }
 
