@@ -283,7 +283,8 @@ pub fn host_order_summary(order: &Order) -> Value {
 }
 
 /// An order with its invoice as the host sees it: the members of Get Order (spec §2.3,
-/// §2.4) plus the environment, `marked_paid`, the quoted rate and the deposit address.
+/// §2.4) plus the environment, `marked_paid`, the quoted rate, the deposit address and
+/// the watch-only wallet index it was derived at (`null` when it came from elsewhere).
 pub fn host_order(current: &OrderWithInvoice) -> Value {
     let (order, invoice) = (&current.order, &current.invoice);
     json!({
@@ -312,6 +313,7 @@ pub fn host_order(current: &OrderWithInvoice) -> Value {
             "status": invoice.status.as_str(),
             "address": invoice.address,
             "payment_uri": invoice.payment_uri,
+            "derivation_index": invoice.derivation_index,
             "created_at": invoice.created_at.to_iso(),
             "expired_at": invoice.expired_at.to_iso(),
             "expired_at_t": invoice.expired_at.as_millis(),

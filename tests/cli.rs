@@ -714,6 +714,7 @@ fn live_orders_need_a_rate_set_with_the_cli() {
     assert_eq!(number_text(&shown["invoice"]["rate"]), "40000");
     assert_eq!(shown["invoice"]["currency"], json!("BTC"));
     assert_eq!(shown["invoice"]["address"], json!(wallets::BIP84_ADDRESSES[0]), "derived from the wallet: {shown}");
+    assert_eq!(shown["invoice"]["derivation_index"], json!(0), "{shown}");
 
     // A sandbox rate does not make live quotes, and a deleted live rate stops them again.
     run_json(dir, &["rates", "set", "--env", "sandbox", "ETH", "USD", "2000"]);

@@ -128,6 +128,7 @@ impl WatchState {
         self.missing.lock().unwrap_or_else(|p| p.into_inner()).contains_key(txid)
     }
 
+    /// Stops counting `txid` as missing: it was seen again, or it is settled.
     fn seen(&self, txid: &str) {
         self.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(txid);
     }
@@ -233,6 +234,8 @@ impl Service {
     /// Confirms or rejects a followed-up payment; refusals are reported.
     fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, confirm: bool) -> Result<()> {
         let settled = if confirm { self.confirm_payment(txid) } else { self.reject_payment(txid) };
+        // Settled either way: nothing more to count for it.
+        self.chain_state.seen(txid);
         match settled {
             Ok(outcome) if !outcome.duplicate => {
                 if confirm {
