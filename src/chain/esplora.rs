@@ -12,9 +12,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use base64::Engine;
 use rust_decimal::Decimal;
 use serde::Deserialize;
+
+use super::{Endpoint, EndpointError};
 
 /// The largest answer read: the address history of a fresh invoice address is a few
 /// kilobytes, and even a full page (50 mempool + 25 confirmed transactions) of large
@@ -91,22 +92,15 @@ pub enum TransactionStatus {
 /// A client of one Esplora-compatible API.
 pub struct EsploraClient {
     agent: ureq::Agent,
-    /// The base URL without userinfo or fragment; requests append path segments to it,
-    /// so a query string (an API key) stays at the end of every request URL.
-    base: url::Url,
-    /// `scheme://host:port`: the only part of the URL errors and `Debug` show.
-    origin: String,
-    /// `Basic ...` from the URL's userinfo.
-    authorization: Option<String>,
-    /// Parts of the URL that may be secrets, blanked out of quoted answer bodies (a
-    /// gateway's error page may echo the request path).
-    secrets: Vec<String>,
+    /// The base URL; requests append path segments to its URL, so a query string (an API
+    /// key) stays at the end of every request URL. Errors and `Debug` show only its origin.
+    endpoint: Endpoint,
     body_limit: u64,
 }
 
 impl fmt::Debug for EsploraClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EsploraClient").field("origin", &self.origin).finish_non_exhaustive()
+        f.debug_struct("EsploraClient").field("origin", &self.endpoint.origin()).finish_non_exhaustive()
     }
 }
 
@@ -150,57 +144,20 @@ impl EsploraClient {
     /// Redirects are not followed: an API that moved is a configuration error to see,
     /// not something to chase with the API key attached.
     pub fn new(base_url: &str, timeout: Duration) -> Result<EsploraClient, ChainError> {
-        // url::ParseError's text never quotes the input, so it is safe to show.
-        let mut base =
-            url::Url::parse(base_url.trim()).map_err(|e| ChainError::new(format!("invalid Esplora URL: {e}")))?;
-        if base.scheme() != "http" && base.scheme() != "https" {
-            return Err(ChainError::new(format!("Esplora URL must be http or https, not {}", base.scheme())));
-        }
-        let host = base.host_str().ok_or_else(|| ChainError::new("Esplora URL has no host"))?;
-        let port = base.port_or_known_default().ok_or_else(|| ChainError::new("Esplora URL has no port"))?;
-        let origin = format!("{}://{}:{}", base.scheme(), host, port);
-
-        let mut secrets = Vec::new();
-        let username = base.username().to_string();
-        let password = base.password().map(str::to_string);
-        let authorization = if username.is_empty() && password.is_none() {
-            None
-        } else {
-            let (user, pass) = (percent_decode(&username), percent_decode(password.as_deref().unwrap_or("")));
-            let credentials = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-            secrets.extend([username, password.unwrap_or_default(), user, pass]);
-            Some(format!("Basic {credentials}"))
-        };
-        // ureq 3 neither sends userinfo as credentials nor needs it in the request URL.
-        base.set_username("").map_err(|()| ChainError::new("Esplora URL cannot carry credentials"))?;
-        base.set_password(None).map_err(|()| ChainError::new("Esplora URL cannot carry credentials"))?;
-        base.set_fragment(None);
-        secrets.push(base.path().to_string());
-        secrets.extend(base.path().split('/').map(percent_decode));
-        if let Some(query) = base.query() {
-            secrets.push(query.to_string());
-            secrets.extend(query.split('&').filter_map(|pair| pair.split_once('=')).map(|(_, v)| v.to_string()));
-        }
-        // Short fragments ("api", "v1") are no secrets, and blanking them would mangle text.
-        secrets.retain(|secret| secret.len() >= 4);
-        // Longest first, so a secret containing another is blanked whole.
-        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        secrets.dedup();
-
+        let endpoint = Endpoint::parse(base_url).map_err(|e| match e {
+            EndpointError::Invalid(e) => ChainError::new(format!("invalid Esplora URL: {e}")),
+            EndpointError::Scheme { scheme, .. } => {
+                ChainError::new(format!("Esplora URL must be http or https, not {scheme}"))
+            }
+            EndpointError::NoHost { .. } => ChainError::new("Esplora URL has no host"),
+        })?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(timeout))
             .user_agent("coinorder-chain-watcher")
             .build();
-        Ok(EsploraClient {
-            agent: ureq::Agent::new_with_config(config),
-            base,
-            origin,
-            authorization,
-            secrets,
-            body_limit: MAX_BODY_BYTES,
-        })
+        Ok(EsploraClient { agent: ureq::Agent::new_with_config(config), endpoint, body_limit: MAX_BODY_BYTES })
     }
 
     /// The height of the API's best block: `GET /blocks/tip/height` (a plain-text integer).
@@ -282,13 +239,13 @@ impl EsploraClient {
 
     /// Sends `GET base/segments...` and reads the whole answer (up to the body limit).
     fn get(&self, route: &str, segments: &[&str]) -> Result<(u16, Vec<u8>), ChainError> {
-        let mut url = self.base.clone();
+        let mut url = self.endpoint.url().clone();
         url.path_segments_mut()
             .map_err(|()| self.error(route, "the base URL cannot take a path"))?
             .pop_if_empty()
             .extend(segments);
         let mut request = self.agent.get(url.as_str());
-        if let Some(authorization) = &self.authorization {
+        if let Some(authorization) = self.endpoint.authorization() {
             request = request.header("authorization", authorization);
         }
         let mut response = request.call().map_err(|e| self.error(route, &transport_error(&e)))?;
@@ -314,7 +271,8 @@ impl EsploraClient {
     /// An error naming `status` and quoting the start of the answer (electrs explains a
     /// 400 there, e.g. an address of another network).
     fn status_error(&self, route: &str, status: u16, body: &[u8]) -> ChainError {
-        let text = String::from_utf8_lossy(body);
+        // Blanked before it is cut: a cut inside a secret would leave its start unblanked.
+        let text = self.endpoint.scrub(&String::from_utf8_lossy(body));
         let excerpt: String =
             text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(EXCERPT_CHARS).collect();
         let detail = match (status, excerpt.is_empty()) {
@@ -338,11 +296,7 @@ impl EsploraClient {
     /// An error about `route` naming the endpoint by origin, with secrets blanked out of
     /// `detail` (which may quote the server).
     fn error(&self, route: &str, detail: &str) -> ChainError {
-        let mut detail = detail.to_string();
-        for secret in &self.secrets {
-            detail = detail.replace(secret.as_str(), "[redacted]");
-        }
-        ChainError::new(format!("Esplora at {}: {route}: {detail}", self.origin))
+        ChainError::new(format!("Esplora at {}: {route}: {}", self.endpoint.origin(), self.endpoint.scrub(detail)))
     }
 }
 
@@ -451,249 +405,11 @@ fn transport_error(error: &ureq::Error) -> String {
     }
 }
 
-/// `%XX` escapes decoded (userinfo and path segments are percent-encoded in a `Url`).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = bytes
-            .get(i + 1..i + 3)
-            .filter(|_| bytes[i] == b'%')
-            .and_then(|hex| std::str::from_utf8(hex).ok())
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A loopback HTTP/1.1 server answering `GET`s from a directory of recorded-shape
-/// Esplora answers (`tests/fixtures/esplora/<phase>/`), for this module's tests and the
-/// chain watcher's.
-///
-/// A request for `/a/b` is answered from `a/b.json` (200, JSON), else `a/b.txt` (200, plain
-/// text), else `a/b.<status>.txt` (that status), else 404 `Transaction not found` (electrs's
-/// answer for an unknown transaction). The phase directory can be switched between
-/// requests to move the chain forward. Every connection is closed after one answer.
+/// The loopback Esplora fixture server of the integration tests (see that file), for
+/// this module's tests and the chain watcher's.
 #[cfg(test)]
-pub(crate) mod fixture_server {
-    use std::ffi::OsString;
-    use std::io::{ErrorKind, Read, Write};
-    use std::net::{Shutdown, TcpListener, TcpStream};
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-    use std::thread::{self, JoinHandle};
-    use std::time::Duration;
-
-    /// `tests/fixtures/esplora` of this crate.
-    pub(crate) fn fixtures_dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("esplora")
-    }
-
-    /// A phase directory of the fixtures, e.g. `phase("phase1")`.
-    pub(crate) fn phase(name: &str) -> PathBuf {
-        fixtures_dir().join(name)
-    }
-
-    /// One request as received.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub(crate) struct Request {
-        /// Method, e.g. `GET`.
-        pub(crate) method: String,
-        /// The request target: path and query.
-        pub(crate) target: String,
-        /// Header names in lowercase, with their values.
-        pub(crate) headers: Vec<(String, String)>,
-    }
-
-    impl Request {
-        /// The first value of header `name` (lowercase).
-        pub(crate) fn header(&self, name: &str) -> Option<&str> {
-            self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-        }
-    }
-
-    struct Shared {
-        phase: Mutex<PathBuf>,
-        requests: Mutex<Vec<Request>>,
-        stop: AtomicBool,
-    }
-
-    /// The running server; dropping it stops its thread.
-    pub(crate) struct FixtureServer {
-        url: String,
-        shared: Arc<Shared>,
-        thread: Option<JoinHandle<()>>,
-    }
-
-    /// Starts a server on `127.0.0.1:0` answering from `phase_dir`.
-    pub(crate) fn start(phase_dir: PathBuf) -> FixtureServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        // Non-blocking so the accept loop can notice the stop flag without a last connection.
-        listener.set_nonblocking(true).expect("non-blocking listener");
-        let url = format!("http://{}", listener.local_addr().expect("local address"));
-        let shared = Arc::new(Shared {
-            phase: Mutex::new(phase_dir),
-            requests: Mutex::new(Vec::new()),
-            stop: AtomicBool::new(false),
-        });
-        let thread = thread::spawn({
-            let shared = Arc::clone(&shared);
-            move || serve(&listener, &shared)
-        });
-        FixtureServer { url, shared, thread: Some(thread) }
-    }
-
-    impl FixtureServer {
-        /// `http://127.0.0.1:<port>`, the base URL to give the client.
-        pub(crate) fn url(&self) -> String {
-            self.url.clone()
-        }
-
-        /// Answers the next requests from `dir`.
-        pub(crate) fn set_phase(&self, dir: PathBuf) {
-            *lock(&self.shared.phase) = dir;
-        }
-
-        /// Every request received so far, in order.
-        pub(crate) fn requests(&self) -> Vec<Request> {
-            lock(&self.shared.requests).clone()
-        }
-    }
-
-    impl Drop for FixtureServer {
-        fn drop(&mut self) {
-            self.shared.stop.store(true, Ordering::SeqCst);
-            if let Some(thread) = self.thread.take() {
-                let _ = thread.join();
-            }
-        }
-    }
-
-    // A test that panicked while holding a lock must not hide its own failure behind a
-    // poisoned mutex here.
-    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-        mutex.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn serve(listener: &TcpListener, shared: &Shared) {
-        while !shared.stop.load(Ordering::SeqCst) {
-            match listener.accept() {
-                Ok((stream, _)) => answer(stream, shared),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(2)),
-                Err(_) => thread::sleep(Duration::from_millis(2)),
-            }
-        }
-    }
-
-    fn answer(mut stream: TcpStream, shared: &Shared) {
-        // Accepted sockets may inherit the listener's non-blocking mode on some platforms.
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let Some(head) = read_head(&mut stream) else { return };
-        let mut lines = head.split("\r\n");
-        let mut request_line = lines.next().unwrap_or("").split(' ');
-        let method = request_line.next().unwrap_or("").to_string();
-        let target = request_line.next().unwrap_or("").to_string();
-        let headers = lines
-            .filter_map(|line| line.split_once(':'))
-            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
-            .collect();
-        lock(&shared.requests).push(Request { method: method.clone(), target: target.clone(), headers });
-        let phase = lock(&shared.phase).clone();
-        let (status, content_type, body) = if method == "GET" {
-            resolve(&phase, &target)
-        } else {
-            (405, "text/plain", b"Method Not Allowed".to_vec())
-        };
-        let head = format!(
-            "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            reason(status),
-            body.len()
-        );
-        let _ = stream.write_all(head.as_bytes());
-        let _ = stream.write_all(&body);
-        let _ = stream.flush();
-        let _ = stream.shutdown(Shutdown::Write);
-    }
-
-    /// The request line and headers (a GET has no body).
-    fn read_head(stream: &mut TcpStream) -> Option<String> {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if head.len() > 64 * 1024 || stream.read(&mut byte).ok()? == 0 {
-                return None;
-            }
-            head.push(byte[0]);
-        }
-        String::from_utf8(head).ok()
-    }
-
-    fn resolve(phase: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
-        let path = target.split(['?', '#']).next().unwrap_or("");
-        let relative = path.trim_start_matches('/');
-        let traversal = relative.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..");
-        if traversal || relative.contains('\\') {
-            return not_found();
-        }
-        let file = phase.join(relative);
-        if let Ok(body) = std::fs::read(with_suffix(&file, ".json")) {
-            return (200, "application/json", body);
-        }
-        if let Ok(body) = std::fs::read(with_suffix(&file, ".txt")) {
-            return (200, "text/plain", body);
-        }
-        let (Some(dir), Some(name)) = (file.parent(), file.file_name().and_then(|n| n.to_str())) else {
-            return not_found();
-        };
-        let Ok(entries) = std::fs::read_dir(dir) else { return not_found() };
-        for entry in entries.flatten() {
-            let status = entry
-                .file_name()
-                .to_str()
-                .and_then(|file| file.strip_prefix(name)?.strip_prefix('.')?.strip_suffix(".txt")?.parse::<u16>().ok());
-            if let (Some(status), Ok(body)) = (status, std::fs::read(entry.path())) {
-                return (status, "text/plain", body);
-            }
-        }
-        not_found()
-    }
-
-    fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-        let mut name = OsString::from(path.as_os_str());
-        name.push(suffix);
-        PathBuf::from(name)
-    }
-
-    fn not_found() -> (u16, &'static str, Vec<u8>) {
-        (404, "text/plain", b"Transaction not found".to_vec())
-    }
-
-    fn reason(status: u16) -> &'static str {
-        match status {
-            200 => "OK",
-            400 => "Bad Request",
-            404 => "Not Found",
-            405 => "Method Not Allowed",
-            429 => "Too Many Requests",
-            500 => "Internal Server Error",
-            502 => "Bad Gateway",
-            503 => "Service Unavailable",
-            _ => "Status",
-        }
-    }
-}
+#[path = "../../tests/support/esplora_fixtures.rs"]
+pub(crate) mod fixture_server;
 
 #[cfg(test)]
 mod tests {
@@ -974,9 +690,12 @@ mod tests {
     }
 
     #[test]
-    fn percent_escapes_decode() {
-        assert_eq!(percent_decode("p%40ss%3Aword"), "p@ss:word");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
+    fn a_secret_cut_by_the_excerpt_is_still_blanked_whole() {
+        let client = client("https://esplora.example/api/SECRETKEY1234567");
+        // The answer quotes the key where the excerpt ends: cut first, its start would show.
+        let body = format!("{} /api/SECRETKEY1234567 not found", "x".repeat(EXCERPT_CHARS - 10));
+        let message = client.status_error("GET /tx/:txid/status", 404, body.as_bytes()).to_string();
+        assert!(!message.contains("SECR"), "{message}");
+        assert!(message.contains("answered HTTP 404: xxx"), "{message}");
     }
 }

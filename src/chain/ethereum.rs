@@ -14,9 +14,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use base64::Engine;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
+
+use super::{Endpoint, EndpointError};
 
 /// keccak256("Transfer(address,address,uint256)"): topic 0 of every ERC-20 `Transfer` log.
 pub const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -28,11 +29,6 @@ const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest node-supplied error text kept in an [`RpcError`], so a node echoing a
 /// huge payload back cannot flood the logs.
 const MAX_MESSAGE_CHARS: usize = 512;
-
-/// Secrets shorter than this are only scrubbed from messages when they are a whole
-/// component (the password, the full path or query): replacing every occurrence of a
-/// short path segment such as `v3` would mangle messages while protecting nothing.
-const MIN_SCRUBBED_PART: usize = 6;
 
 /// An endpoint failure: transport, HTTP status, JSON-RPC error object or a response that
 /// does not parse. Its `Display` never shows the URL's path, query or userinfo (hosted RPC
@@ -140,20 +136,15 @@ pub struct Receipt {
 /// are no retries here, the watcher polls again on its own schedule.
 pub struct EthereumClient {
     agent: ureq::Agent,
-    /// The URL requests go to: the configured one without its userinfo.
-    url: String,
-    /// `Basic` credentials from the URL's userinfo, sent as a header instead.
-    authorization: Option<String>,
-    /// `scheme://host:port`: all of the URL that errors and `Debug` may show.
-    endpoint: String,
-    /// Parts of the URL that may hold an API key, removed from every error message.
-    secrets: Vec<String>,
+    /// The node's URL (userinfo sent as a `Basic` header); errors and `Debug` show only
+    /// its origin, and every error message is scrubbed of its secrets.
+    endpoint: Endpoint,
     next_id: AtomicU64,
 }
 
 impl fmt::Debug for EthereumClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EthereumClient").field("endpoint", &self.endpoint).finish_non_exhaustive()
+        f.debug_struct("EthereumClient").field("endpoint", &self.endpoint.origin()).finish_non_exhaustive()
     }
 }
 
@@ -170,42 +161,18 @@ impl EthereumClient {
             code: None,
             message: message.to_string(),
         };
-        // url's parse errors describe the problem without quoting the input.
-        let mut url =
-            url::Url::parse(rpc_url).map_err(|e| invalid("(invalid url)", &format!("invalid RPC URL: {e}")))?;
-        let endpoint = endpoint_of(&url);
-        if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(invalid(&endpoint, "the RPC URL must be http:// or https://"));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(invalid(&endpoint, "the RPC URL has no host"));
-        }
-        let secrets = secrets_of(&url);
-        // ureq sends no credentials from a URL's userinfo, so they become a header.
-        let authorization = if url.username().is_empty() && url.password().is_none() {
-            None
-        } else {
-            let user = percent_decode(url.username());
-            let password = percent_decode(url.password().unwrap_or(""));
-            let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            Some(format!("Basic {token}"))
-        };
+        let endpoint = Endpoint::parse(rpc_url).map_err(|e| match e {
+            EndpointError::Invalid(e) => invalid("(invalid url)", &format!("invalid RPC URL: {e}")),
+            EndpointError::Scheme { origin, .. } => invalid(&origin, "the RPC URL must be http:// or https://"),
+            EndpointError::NoHost { origin } => invalid(&origin, "the RPC URL has no host"),
+        })?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(timeout))
             .user_agent("coinorder-chain")
             .build();
-        Ok(EthereumClient {
-            agent: ureq::Agent::new_with_config(config),
-            url: url.into(),
-            authorization,
-            endpoint,
-            secrets,
-            next_id: AtomicU64::new(1),
-        })
+        Ok(EthereumClient { agent: ureq::Agent::new_with_config(config), endpoint, next_id: AtomicU64::new(1) })
     }
 
     /// The latest block height (`eth_blockNumber`).
@@ -308,8 +275,8 @@ impl EthereumClient {
     fn call(&self, method: &'static str, params: Value) -> Result<Value, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        let mut request = self.agent.post(&self.url).header("content-type", "application/json");
-        if let Some(authorization) = &self.authorization {
+        let mut request = self.agent.post(self.endpoint.url().as_str()).header("content-type", "application/json");
+        if let Some(authorization) = self.endpoint.authorization() {
             request = request.header("authorization", authorization);
         }
         let mut response = request.send(body.as_bytes()).map_err(|e| self.error(method, None, &transport(&e)))?;
@@ -343,11 +310,9 @@ impl EthereumClient {
     }
 
     fn error(&self, method: &str, code: Option<i64>, message: &str) -> RpcError {
-        let mut message: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
-        for secret in &self.secrets {
-            message = message.replace(secret.as_str(), "***");
-        }
-        RpcError { endpoint: self.endpoint.clone(), method: method.to_string(), code, message }
+        // Blanked before it is cut: a cut inside a secret would leave its start unblanked.
+        let message: String = self.endpoint.scrub(message).chars().take(MAX_MESSAGE_CHARS).collect();
+        RpcError { endpoint: self.endpoint.origin().to_string(), method: method.to_string(), code, message }
     }
 
     fn malformed(&self, method: &str, what: &str) -> RpcError {
@@ -366,74 +331,6 @@ impl EthereumClient {
 pub fn units_to_decimal(units: u128, decimals: u32) -> Option<Decimal> {
     let units = i128::try_from(units).ok()?;
     Decimal::try_from_i128_with_scale(units, decimals).ok()
-}
-
-/// `scheme://host:port` of `url`, the port spelled out even when it is the default one.
-fn endpoint_of(url: &url::Url) -> String {
-    let host = url.host_str().unwrap_or("");
-    match url.port_or_known_default() {
-        Some(port) => format!("{}://{host}:{port}", url.scheme()),
-        None => format!("{}://{host}", url.scheme()),
-    }
-}
-
-/// The parts of `url` that may be or contain an API key, longest first so a part that
-/// contains another is replaced whole.
-fn secrets_of(url: &url::Url) -> Vec<String> {
-    let mut secrets = Vec::new();
-    let mut add = |part: &str, always: bool| {
-        if !part.is_empty() && (always || part.len() >= MIN_SCRUBBED_PART) {
-            secrets.push(part.to_string());
-            let decoded = percent_decode(part);
-            if decoded != part {
-                secrets.push(decoded);
-            }
-        }
-    };
-    add(url.password().unwrap_or(""), true);
-    add(url.username(), false);
-    if url.path() != "/" {
-        add(url.path(), true);
-    }
-    for segment in url.path_segments().into_iter().flatten() {
-        add(segment, false);
-    }
-    add(url.query().unwrap_or(""), true);
-    for (_, value) in url.query_pairs() {
-        add(&value, false);
-    }
-    add(url.fragment().unwrap_or(""), true);
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    secrets.dedup();
-    secrets
-}
-
-/// `%XX` escapes decoded (as UTF-8, lossily); anything else kept as is.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = bytes.get(i + 1..i + 3).filter(|_| bytes[i] == b'%').and_then(|hex| {
-            let hex = std::str::from_utf8(hex).ok()?;
-            if hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                u8::from_str_radix(hex, 16).ok()
-            } else {
-                None
-            }
-        });
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A ureq error in words. ureq's `Display` of an invalid URI quotes it, so that one is
@@ -632,6 +529,7 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     #[test]
     fn hex_quantities() {
@@ -802,9 +700,9 @@ mod tests {
             Duration::from_secs(1),
         )
         .expect("valid");
-        assert_eq!(client.endpoint, "https://rpc.example.com:443");
-        assert_eq!(client.url, "https://rpc.example.com/v3/0123456789abcdef?key=QUERYSECRET");
-        assert!(client.authorization.is_some());
+        assert_eq!(client.endpoint.origin(), "https://rpc.example.com:443");
+        assert_eq!(client.endpoint.url().as_str(), "https://rpc.example.com/v3/0123456789abcdef?key=QUERYSECRET");
+        assert!(client.endpoint.authorization().is_some());
         let debug = format!("{client:?}");
         assert!(!debug.contains("0123456789abcdef") && !debug.contains("hunter2"), "{debug}");
         let error = client.error(
@@ -927,11 +825,4 @@ mod tests {
     }
 
     const TIMEOUT: Duration = Duration::from_secs(5);
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%40b%3Ac"), "a@b:c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-    }
 }

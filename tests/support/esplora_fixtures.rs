@@ -1,7 +1,7 @@
 //! A loopback HTTP/1.1 server answering `GET`s from a directory of Esplora answers
 //! (`tests/fixtures/esplora/<phase>/`, see its README), for integration tests of the
-//! chain watcher. The same server as `coinorder::chain::esplora::fixture_server`, which
-//! only the crate's unit tests can reach.
+//! chain watcher. The crate's unit tests include this same file as
+//! `coinorder::chain::esplora::fixture_server` (`#[path]`), so there is one copy.
 //!
 //! A request for `/a/b` is answered from `a/b.json` (200, JSON), else `a/b.txt` (200, plain
 //! text), else `a/b.<status>.txt` (that status), else 404 `Transaction not found` (electrs's
