@@ -78,8 +78,8 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
 struct Cli {
     /// SQLite database file, or a PostgreSQL URL (`postgres://user@host:5432/db`, with
     /// `?sslmode=require` for TLS) for several processes and hosts on one database.
-    /// `keys create`, `serve` and `rates set` create a SQLite file (with its `<PATH>.key`
-    /// secret file) if missing; every other command fails when it does not exist.
+    /// `keys create`, `serve`, `rates set` and `wallets set` create a SQLite file (with its
+    /// `<PATH>.key` secret file) if missing; every other command fails when it does not exist.
     ///
     /// Accepted before or after the subcommand.
     #[arg(long, global = true, value_name = "PATH|URL", env = "COINORDER_DB", default_value = "./coinorder.db")]
@@ -128,7 +128,12 @@ enum Command {
     /// short (with none awaiting confirmation) become FAILED. Another sends due webhooks
     /// (order events, signed per Standard Webhooks, retried on failure) and payment-link
     /// e-mails (with --smtp-url; without it they stay pending) every second, up to 100 at
-    /// a time, at once again while more are due. Both stop on shutdown.
+    /// a time, at once again while more are due. A third watches the chains every 15 s
+    /// for payments to invoices' derived addresses (with --esplora-url /
+    /// --ethereum-rpc-url or [bitcoin] / [ethereum] in --config). All stop on shutdown.
+    ///
+    /// In live it refuses to start while a coin it accepts has no watch-only wallet
+    /// (`coinorder wallets set`): customers would get orders with no deposit address.
     ///
     /// On Unix it refuses to start when the database or its key file is readable or
     /// writable by group or others (see --allow-open-permissions).
@@ -849,7 +854,7 @@ fn refuse_live_without_addresses(service: &Service) -> CliResult<()> {
 }
 
 /// What a live `serve` cannot do for a coin it accepts, as warnings: no rate to quote
-/// it with (and no rate source), no deposit addresses (no address source plugged in).
+/// it with (and no rate source), no chain watched for payments to its addresses.
 fn live_warnings(service: &Service) -> Vec<String> {
     let config = service.config();
     if config.environment != Environment::Live {
