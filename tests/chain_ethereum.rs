@@ -177,3 +177,78 @@ fn a_payment_after_expiry_is_recorded_late_and_an_endpoint_down_backs_off() {
     let again = chain.shop.svc.watch_chain_due().expect("watch");
     assert_eq!((again.errors.len(), again.backing_off.as_slice()), (0, &["ethereum".to_string()][..]));
 }
+
+/// `coinorder serve` runs the watcher itself: an order paid before it starts is PAID
+/// once it is up, from its first pass, with nothing but the settings file.
+#[test]
+fn serve_watches_the_chain_given_in_its_settings_file() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let anvil = Anvil::start();
+    let payer = anvil.accounts()[0].clone();
+    // A SQLite file of its own on either suite: the binary is what is under test here.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let order = {
+        let mut config = coinorder::Config::new(Environment::Live);
+        config.rate_limit = coinorder::RateLimit::OFF;
+        let service = coinorder::Service::open(&db, config).expect("open");
+        service.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
+        service.set_wallet("ETH", &ethereum_account_xpub()).expect("wallet");
+        let key = service
+            .create_key(coinorder::NewApiKey { user_id: 5, environment: Environment::Live, webhook_url: None })
+            .expect("key");
+        let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+        let request = CreateOrder {
+            currency: "USD".into(),
+            amount: "25".parse().expect("amount"),
+            pay_currency: Some("ETH".into()),
+            ..Default::default()
+        };
+        service.create_order(&merchant, &request).expect("create").order
+    };
+    anvil.send_eth(&payer, &order.invoice.address, ETHER / 100);
+    let settings = dir.path().join("coinorder.toml");
+    let text =
+        format!("[server]\npay_currencies = [\"ETH\"]\n[ethereum]\nrpc_url = \"{}\"\nconfirmations = 1\n", anvil.url());
+    std::fs::write(&settings, text).expect("settings");
+
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_coinorder"))
+        .args(["serve", "--env", "live", "--addr", "127.0.0.1:0", "--allow-open-permissions"])
+        .arg("--db")
+        .arg(&db)
+        .arg("--config")
+        .arg(&settings)
+        .env_remove("COINORDER_DB")
+        .env_remove("COINORDER_SECRET_KEY_FILE")
+        .env_remove("COINORDER_ENV")
+        .env_remove("COINORDER_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().expect("stdout")).read_line(&mut line).expect("listening line");
+    assert!(line.starts_with("coinorder listening on http://"), "{line:?}");
+
+    let mut config = coinorder::Config::new(Environment::Live);
+    config.rate_limit = coinorder::RateLimit::OFF;
+    let service = coinorder::Service::open(&db, config).expect("reopen");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let status = service.order(&order.order.order_id).expect("order").order.status;
+        if status == OrderStatus::Paid || Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = Command::new("kill").args(["-TERM", &serve.id().to_string()]).status();
+    let output = serve.wait_with_output().expect("serve exits");
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status, OrderStatus::Paid, "serve's log: {log}");
+    assert!(log.contains(" chain 1 payment(s) recorded, 1 confirmed, 0 rejected"), "{log}");
+    assert_eq!(output.status.code(), Some(0), "{log}");
+}
