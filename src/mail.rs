@@ -124,7 +124,7 @@ pub(crate) fn payment_link_email(order: &Order, recipient: &str, payment_url: &s
         escape_html(payment_url)
     );
     Email {
-        email_id: format!("eml_{}", keys::random_base62(24)),
+        email_id: format!("eml_{}", keys::random_id(24)),
         order_id: order.order_id.clone(),
         recipient: recipient.to_string(),
         subject,

@@ -440,7 +440,7 @@ impl Service {
         let now = self.now();
         let order_id = time_ordered_id(now);
         let merchant_order_id =
-            valid.merchant_order_id.clone().unwrap_or_else(|| format!("ord_{}", keys::random_base62(24)));
+            valid.merchant_order_id.clone().unwrap_or_else(|| format!("ord_{}", keys::random_id(24)));
         let ttl_ms = i64::try_from(self.config.invoice_ttl.as_millis()).unwrap_or(i64::MAX);
         let order = Order {
             order_id: order_id.clone(),

@@ -129,7 +129,7 @@ impl Service {
         }
         let payload = payload.to_string();
         let event = Event {
-            event_id: format!("msg_{}", keys::random_base62(24)),
+            event_id: format!("msg_{}", keys::random_id(24)),
             order_id: current.order.order_id.clone(),
             environment: current.order.environment,
             sequence,
@@ -537,7 +537,7 @@ impl Service {
     /// refused with `ORDER_STATE_INVALID`, decided in the same transaction as the payment.
     pub fn customer_simulate_payment(&self, order_id: &str) -> Result<OrderWithInvoice> {
         self.require_sandbox()?;
-        let txid = format!("sandbox_tx_{}", keys::random_base62(24));
+        let txid = format!("sandbox_tx_{}", keys::random_id(24));
         Ok(self.record(order_id, &txid, PaidAmount::Due, true, true)?.order)
     }
 
@@ -586,7 +586,7 @@ impl Service {
     /// after the step.
     pub fn simulate(&self, order_id: &str, action: &SimulateAction) -> Result<Simulation> {
         self.require_sandbox()?;
-        let txid = || format!("sandbox_tx_{}", keys::random_base62(24));
+        let txid = || format!("sandbox_tx_{}", keys::random_id(24));
         // An explicit amount is checked like any chain watcher's; a derived one is
         // decided inside the payment's own transaction.
         let pay = |amount: Option<Decimal>, derived: PaidAmount, confirmed: bool| -> Result<Simulation> {

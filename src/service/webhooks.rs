@@ -57,7 +57,7 @@ impl Service {
     /// records every outcome in one transaction.
     fn deliver_wave(&self, size: usize) -> Result<DeliveryReport> {
         let now = self.now();
-        let token = keys::random_base62(24);
+        let token = keys::random_id(24);
         let lease_until = now.plus_ms(Outbox::Webhooks.lease_ms(self.config().webhook_timeout));
         let claimed = self.store.write_outbox(|db| {
             let ids = db.claim_due(Outbox::Webhooks, self.environment(), now, lease_until, &token, size as i64)?;
