@@ -428,7 +428,7 @@ coinorder_status coinorder_rate_list(const struct coinorder_service *service,
  * network, fails with `PARAMETERS_MISSING`; the message never repeats the key.
  *
  * `*wallet_json_out` gets the wallet as stored:
- * `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
+ * `{"environment","coin","descriptor","next_index","first_address","created_at","updated_at"}`.
  * Compare `first_address` with the first receive address the merchant's own wallet
  * shows before taking payments.
  */

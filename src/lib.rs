@@ -88,9 +88,10 @@ pub use rates::RateSource;
 pub use secrets::SecretString;
 #[cfg(feature = "server")]
 pub use server::{RequestLog, Server, ServerHandle, ServerLimits};
-pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, Wallet, MISSING_PASSES};
+pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, MISSING_PASSES};
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
+pub use wallets::Wallet;
 pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};
 pub use worker::Worker;
 

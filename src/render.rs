@@ -13,8 +13,9 @@ use crate::keys::CreatedApiKey;
 use crate::lifecycle::EventType;
 use crate::money::to_json_number;
 use crate::orders::{CreatedOrder, Invoice, Order, OrderPage, OrderStatus, OrderWithInvoice};
-use crate::payments::{Event, Payment, PaymentOutcome, Simulation};
+use crate::payments::{Event, Payment, PaymentOutcome, Rate, Simulation};
 use crate::time::Timestamp;
+use crate::wallets::Wallet;
 
 fn opt(value: &Option<String>) -> Value {
     value.as_ref().map_or(Value::Null, |v| Value::String(v.clone()))
@@ -321,6 +322,32 @@ pub fn host_order(current: &OrderWithInvoice) -> Value {
             "receive_amount": to_json_number(invoice.receive_amount),
             "receive_currency": invoice.receive_currency,
         },
+    })
+}
+
+/// A host-set rate, as the CLI's `rates` commands and the C ABI's rate calls show it.
+pub fn rate(rate: &Rate) -> Value {
+    json!({
+        "environment": rate.environment.as_str(),
+        "crypto": rate.crypto,
+        "fiat": rate.fiat,
+        "rate": to_json_number(rate.rate),
+        "valid_until": rate.valid_until.map(Timestamp::to_iso),
+        "updated_at": rate.updated_at.to_iso(),
+    })
+}
+
+/// A watch-only wallet, as the CLI's `wallets` commands and the C ABI's wallet calls
+/// show it: public keys only.
+pub fn wallet(wallet: &Wallet) -> Value {
+    json!({
+        "environment": wallet.environment.as_str(),
+        "coin": wallet.coin,
+        "descriptor": wallet.descriptor,
+        "next_index": wallet.next_index,
+        "first_address": wallet.first_address,
+        "created_at": wallet.created_at.to_iso(),
+        "updated_at": wallet.updated_at.to_iso(),
     })
 }
 

@@ -24,6 +24,7 @@ use sha3::{Digest, Keccak256};
 
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
+use crate::time::Timestamp;
 
 /// Coins a wallet can be set for: ["BTC", "ETH", "USDT", "USDC"].
 pub const WALLET_COINS: &[&str] = &["BTC", "ETH", "USDT", "USDC"];
@@ -49,6 +50,28 @@ const PRIVATE_KEY_RULE: &str =
     "is a private key: give the extended public key (xpub/zpub) instead; a private key never belongs on the server";
 const PHRASE_RULE: &str = "is a recovery phrase: give the extended public key (xpub/zpub) instead; \
      a recovery phrase never belongs on the server";
+
+/// A watch-only wallet as the service keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wallet {
+    /// The environment it serves.
+    pub environment: Environment,
+    /// The coin its addresses receive: BTC, ETH, USDT or USDC.
+    pub coin: String,
+    /// The key as stored: an output descriptor with checksum (BTC) or the account xpub
+    /// (ETH and the ERC-20 tokens). Public keys only.
+    pub descriptor: String,
+    /// The index the next invoice's address is derived at (shared by the coins set to
+    /// the same key).
+    pub next_index: u32,
+    /// The address at index 0: compare it with the first receive address the merchant's
+    /// own wallet shows before taking payments.
+    pub first_address: String,
+    /// When it was first set.
+    pub created_at: Timestamp,
+    /// When it was last set.
+    pub updated_at: Timestamp,
+}
 
 /// One watch-only wallet: the public key material a coin's deposit addresses come from.
 #[derive(Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use coinorder::money::{to_json_number, Decimal};
+use coinorder::money::Decimal;
 use coinorder::render;
 use coinorder::{
     Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery, EventType,
@@ -1978,10 +1978,10 @@ fn rates(ctx: &Ctx, command: RatesCommand) -> CliResult<()> {
             let set = service
                 .set_rate(&crypto.to_ascii_uppercase(), &fiat.to_ascii_uppercase(), rate, valid_until)
                 .map_err(fail)?;
-            rate_json(&set)
+            render::rate(&set)
         }
         RatesCommand::List { output } => {
-            let rates = Value::Array(service.list_rates().map_err(fail)?.iter().map(rate_json).collect());
+            let rates = Value::Array(service.list_rates().map_err(fail)?.iter().map(render::rate).collect());
             return print_rows(
                 &rates,
                 output.format,
@@ -2010,10 +2010,10 @@ fn wallets(ctx: &Ctx, command: WalletsCommand) -> CliResult<()> {
         _ => ctx.open_existing()?,
     };
     let output = match command {
-        WalletsCommand::Set { coin, key } => wallet_json(&service, &service.set_wallet(&coin, &key).map_err(fail)?),
+        WalletsCommand::Set { coin, key } => render::wallet(&service.set_wallet(&coin, &key).map_err(fail)?),
         WalletsCommand::List { output } => {
             let wallets = service.wallets().map_err(fail)?;
-            let rows = Value::Array(wallets.iter().map(|wallet| wallet_json(&service, wallet)).collect());
+            let rows = Value::Array(wallets.iter().map(render::wallet).collect());
             return print_rows(
                 &rows,
                 output.format,
@@ -2046,28 +2046,6 @@ fn wallets(ctx: &Ctx, command: WalletsCommand) -> CliResult<()> {
         }
     };
     print_json(&output)
-}
-
-fn wallet_json(service: &Service, wallet: &coinorder::Wallet) -> Value {
-    json!({
-        "environment": service.environment().as_str(),
-        "coin": wallet.coin,
-        "descriptor": wallet.descriptor,
-        "next_index": wallet.next_index,
-        "first_address": wallet.first_address,
-        "updated_at": wallet.updated_at.to_iso(),
-    })
-}
-
-fn rate_json(rate: &coinorder::Rate) -> Value {
-    json!({
-        "environment": rate.environment.as_str(),
-        "crypto": rate.crypto,
-        "fiat": rate.fiat,
-        "rate": to_json_number(rate.rate),
-        "valid_until": rate.valid_until.map(Timestamp::to_iso),
-        "updated_at": rate.updated_at.to_iso(),
-    })
 }
 
 fn sandbox(ctx: &Ctx, command: SandboxCommand) -> CliResult<()> {

@@ -6,7 +6,6 @@ mod payments;
 mod wallets;
 mod webhooks;
 pub use chain::{ChainWatchReport, MISSING_PASSES};
-pub use wallets::Wallet;
 pub use webhooks::{EventFollower, SignedWebhook};
 
 use std::collections::HashMap;

@@ -10,28 +10,7 @@ use crate::addresses;
 use crate::error::{Error, ErrorKind, Result};
 use crate::orders::CreatedOrder;
 use crate::storage::{Conn, WalletRow};
-use crate::time::Timestamp;
-use crate::wallets::{WatchOnlyWallet, WALLET_COINS};
-
-/// A watch-only wallet as the service keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wallet {
-    /// The coin its addresses receive: BTC, ETH, USDT or USDC.
-    pub coin: String,
-    /// The key as stored: an output descriptor with checksum (BTC) or the account xpub
-    /// (ETH and the ERC-20 tokens). Public keys only.
-    pub descriptor: String,
-    /// The index the next invoice's address is derived at (shared by the coins set to
-    /// the same key).
-    pub next_index: u32,
-    /// The address at index 0: compare it with the first receive address the merchant's
-    /// own wallet shows before taking payments.
-    pub first_address: String,
-    /// When it was first set.
-    pub created_at: Timestamp,
-    /// When it was last set.
-    pub updated_at: Timestamp,
-}
+use crate::wallets::{Wallet, WatchOnlyWallet, WALLET_COINS};
 
 /// Parsed wallets by their stored descriptor, so a create parses a key once per
 /// process rather than once per order.
@@ -116,6 +95,7 @@ impl Service {
     fn wallet_info(&self, row: WalletRow) -> Result<Wallet> {
         let wallet = self.wallets.get(self, &row.coin, &row.descriptor)?;
         Ok(Wallet {
+            environment: self.environment(),
             first_address: wallet.address(0)?,
             next_index: u32::try_from(row.next_index).unwrap_or(u32::MAX),
             coin: row.coin,

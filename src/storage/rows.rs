@@ -332,7 +332,36 @@ pub(super) fn wallet(row: &dyn RowValues) -> Result<WalletRow> {
 }
 
 /// The columns of a [`WatchedInvoice`], from `orders o JOIN invoices i`.
-pub(super) const WATCHED_INVOICE_COLUMNS: &str = "o.order_id, i.currency, i.address";
+const WATCHED_INVOICE_COLUMNS: &str = "o.order_id, i.currency, i.address";
+
+/// The chain watcher's invoices (`watched_invoices`) on either backend, given its
+/// placeholders for the environment, the earliest expiry still watched and the limit:
+/// open invoices with a derived address, and recently expired or failed ones.
+pub(super) fn watched_invoices_sql(environment: &str, late_since: &str, limit: &str) -> String {
+    format!(
+        "SELECT {WATCHED_INVOICE_COLUMNS} FROM invoices i JOIN orders o ON o.order_id = i.order_id
+         WHERE i.derivation_index IS NOT NULL AND o.environment = {environment}
+           AND (i.status IN ('{new}', '{pending}')
+                OR (i.status IN ('{expired}', '{failed}') AND i.expired_at >= {late_since}))
+         ORDER BY i.expired_at LIMIT {limit}",
+        new = OrderStatus::New.as_str(),
+        pending = OrderStatus::Pending.as_str(),
+        expired = OrderStatus::Expired.as_str(),
+        failed = OrderStatus::Failed.as_str(),
+    )
+}
+
+/// The unconfirmed payments the chain watcher follows up (`watched_unconfirmed_payments`)
+/// on either backend, given its placeholders and how it orders txids in byte order.
+pub(super) fn watched_unconfirmed_payments_sql(environment: &str, limit: &str, txid_in_byte_order: &str) -> String {
+    let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
+    format!(
+        "SELECT {columns} FROM payments p JOIN invoices i ON i.order_id = p.order_id
+         WHERE p.environment = {environment} AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
+         ORDER BY p.seen_at, {txid_in_byte_order} LIMIT {limit}",
+        unconfirmed = PaymentState::Unconfirmed.as_str(),
+    )
+}
 
 /// A row of [`WATCHED_INVOICE_COLUMNS`].
 pub(super) fn watched_invoice(row: &dyn RowValues) -> Result<WatchedInvoice> {

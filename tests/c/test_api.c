@@ -1433,7 +1433,7 @@ static void test_wallet_set_and_address(void) {
     CHECK_STR_EQ(buf, "0");
     CHECK(json_str(out, "descriptor", buf, sizeof buf));
     CHECK_MSG(strncmp(buf, "wpkh(", 5) == 0, "descriptor is \"%s\"", buf);
-    CHECK_CONTAINS(out, "{\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
+    CHECK_CONTAINS(out, "{\"environment\":\"live\",\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
     CHECK_CONTAINS(out, "\"created_at\":\"");
     CHECK_CONTAINS(out, "\"updated_at\":\"");
     coinorder_string_free(out);
@@ -1540,7 +1540,7 @@ static void test_wallet_list_and_remove(void) {
     EXPECT_OK(coinorder_wallet_list(fx.svc, &out, &err));
     CHECK_MSG(out != NULL && out[0] == '[' && out[strlen(out) - 1] == ']', "not an array: %s", out ? out : "(null)");
     CHECK_INT_EQ(count_of(out, "\"coin\":"), 1);
-    CHECK_CONTAINS(out, "[{\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
+    CHECK_CONTAINS(out, "[{\"environment\":\"live\",\"coin\":\"BTC\",\"descriptor\":\"wpkh(");
     CHECK_CONTAINS(out, "\"next_index\":0,\"first_address\":\"" ZPUB_ADDRESS_0 "\"");
     coinorder_string_free(out);
 

@@ -18,8 +18,8 @@ mod ffi;
 use std::ffi::{c_char, CStr};
 use std::ptr;
 
-use coinorder::money::{to_json_number, Decimal};
-use coinorder::{render, Config, Environment, NewApiKey, Rate, Service, Timestamp, Wallet, WireRequest};
+use coinorder::money::Decimal;
+use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
 
 use ffi::{bytes, guard, json_object, json_out, need, opt_text, out, text, CallError};
@@ -490,7 +490,7 @@ pub unsafe extern "C" fn coinorder_rate_set(
             seconds => Some(Timestamp(seconds.saturating_mul(1000))),
         };
         let rate = service.set_rate(crypto, fiat, rate, valid_until)?;
-        json_out(rate_json_out, "rate_json_out", &rate_json(&rate))
+        json_out(rate_json_out, "rate_json_out", &render::rate(&rate))
     })
 }
 
@@ -505,7 +505,7 @@ pub unsafe extern "C" fn coinorder_rate_list(
     guard(err, || {
         need(rates_json_out, "rates_json_out")?;
         let rates = service_ref(service)?.list_rates()?;
-        json_out(rates_json_out, "rates_json_out", &Value::Array(rates.iter().map(rate_json).collect()))
+        json_out(rates_json_out, "rates_json_out", &Value::Array(rates.iter().map(render::rate).collect()))
     })
 }
 
@@ -520,7 +520,7 @@ pub unsafe extern "C" fn coinorder_rate_list(
 /// network, fails with `PARAMETERS_MISSING`; the message never repeats the key.
 ///
 /// `*wallet_json_out` gets the wallet as stored:
-/// `{"coin","descriptor","next_index","first_address","created_at","updated_at"}`.
+/// `{"environment","coin","descriptor","next_index","first_address","created_at","updated_at"}`.
 /// Compare `first_address` with the first receive address the merchant's own wallet
 /// shows before taking payments.
 #[no_mangle]
@@ -535,7 +535,7 @@ pub unsafe extern "C" fn coinorder_wallet_set(
         need(wallet_json_out, "wallet_json_out")?;
         let service = service_ref(service)?;
         let wallet = service.set_wallet(text(coin, "coin")?, text(key, "key")?)?;
-        json_out(wallet_json_out, "wallet_json_out", &wallet_json(&wallet))
+        json_out(wallet_json_out, "wallet_json_out", &render::wallet(&wallet))
     })
 }
 
@@ -550,7 +550,7 @@ pub unsafe extern "C" fn coinorder_wallet_list(
     guard(err, || {
         need(wallets_json_out, "wallets_json_out")?;
         let wallets = service_ref(service)?.wallets()?;
-        json_out(wallets_json_out, "wallets_json_out", &Value::Array(wallets.iter().map(wallet_json).collect()))
+        json_out(wallets_json_out, "wallets_json_out", &Value::Array(wallets.iter().map(render::wallet).collect()))
     })
 }
 
@@ -723,31 +723,6 @@ unsafe fn authenticated<'a>(
     let service = service_ref(service)?;
     let merchant = service.authenticate(Some(text(api_key, "api_key")?))?;
     Ok((service, merchant))
-}
-
-/// A rate as [`coinorder_rate_set`] and [`coinorder_rate_list`] return it (the CLI's
-/// `rates` output).
-fn rate_json(rate: &Rate) -> Value {
-    json!({
-        "environment": rate.environment.as_str(),
-        "crypto": rate.crypto,
-        "fiat": rate.fiat,
-        "rate": to_json_number(rate.rate),
-        "valid_until": rate.valid_until.map(Timestamp::to_iso),
-        "updated_at": rate.updated_at.to_iso(),
-    })
-}
-
-/// A watch-only wallet as [`coinorder_wallet_set`] and [`coinorder_wallet_list`] return it.
-fn wallet_json(wallet: &Wallet) -> Value {
-    json!({
-        "coin": wallet.coin,
-        "descriptor": wallet.descriptor,
-        "next_index": wallet.next_index,
-        "first_address": wallet.first_address,
-        "created_at": wallet.created_at.to_iso(),
-        "updated_at": wallet.updated_at.to_iso(),
-    })
 }
 
 /// The stable numbers of the error codes, as the header names them. Checked against the

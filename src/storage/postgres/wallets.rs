@@ -4,9 +4,8 @@
 use super::PgConn;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
-use crate::orders::OrderStatus;
-use crate::payments::{Payment, PaymentState};
-use crate::storage::rows::{self, PAYMENT_COLUMNS, WALLET_COLUMNS, WATCHED_INVOICE_COLUMNS};
+use crate::payments::Payment;
+use crate::storage::rows::{self, WALLET_COLUMNS};
 use crate::storage::{WalletRow, WatchedInvoice};
 use crate::time::Timestamp;
 
@@ -81,28 +80,12 @@ impl PgConn {
         late_since_ms: i64,
         limit: i64,
     ) -> Result<Vec<WatchedInvoice>> {
-        let sql = format!(
-            "SELECT {WATCHED_INVOICE_COLUMNS} FROM invoices i JOIN orders o ON o.order_id = i.order_id
-             WHERE i.derivation_index IS NOT NULL AND o.environment = $1
-               AND (i.status IN ('{new}', '{pending}')
-                    OR (i.status IN ('{expired}', '{failed}') AND i.expired_at >= $2))
-             ORDER BY i.expired_at LIMIT $3",
-            new = OrderStatus::New.as_str(),
-            pending = OrderStatus::Pending.as_str(),
-            expired = OrderStatus::Expired.as_str(),
-            failed = OrderStatus::Failed.as_str(),
-        );
+        let sql = rows::watched_invoices_sql("$1", "$2", "$3");
         self.query(&sql, &[&environment.as_str(), &late_since_ms, &limit], rows::watched_invoice)
     }
 
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "SELECT {columns} FROM payments p JOIN invoices i ON i.order_id = p.order_id
-             WHERE p.environment = $1 AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
-             ORDER BY p.seen_at, p.txid COLLATE \"C\" LIMIT $2",
-            unconfirmed = PaymentState::Unconfirmed.as_str(),
-        );
+        let sql = rows::watched_unconfirmed_payments_sql("$1", "$2", "p.txid COLLATE \"C\"");
         self.query(&sql, &[&environment.as_str(), &limit], rows::payment)
     }
 

@@ -5,9 +5,8 @@ use rusqlite::named_params;
 use super::SqliteConn;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
-use crate::orders::OrderStatus;
-use crate::payments::{Payment, PaymentState};
-use crate::storage::rows::{self, PAYMENT_COLUMNS, WALLET_COLUMNS, WATCHED_INVOICE_COLUMNS};
+use crate::payments::Payment;
+use crate::storage::rows::{self, WALLET_COLUMNS};
 use crate::storage::{WalletRow, WatchedInvoice};
 use crate::time::Timestamp;
 
@@ -86,18 +85,7 @@ impl SqliteConn<'_> {
         late_since_ms: i64,
         limit: i64,
     ) -> Result<Vec<WatchedInvoice>> {
-        // Two reads of the partial index invoices_watched, one per kind of status.
-        let sql = format!(
-            "SELECT {WATCHED_INVOICE_COLUMNS} FROM invoices i JOIN orders o ON o.order_id = i.order_id
-             WHERE i.derivation_index IS NOT NULL AND o.environment = :environment
-               AND (i.status IN ('{new}', '{pending}')
-                    OR (i.status IN ('{expired}', '{failed}') AND i.expired_at >= :late_since))
-             ORDER BY i.expired_at LIMIT :limit",
-            new = OrderStatus::New.as_str(),
-            pending = OrderStatus::Pending.as_str(),
-            expired = OrderStatus::Expired.as_str(),
-            failed = OrderStatus::Failed.as_str(),
-        );
+        let sql = rows::watched_invoices_sql(":environment", ":late_since", ":limit");
         self.query(
             &sql,
             named_params! {":environment": environment.as_str(), ":late_since": late_since_ms, ":limit": limit},
@@ -106,13 +94,7 @@ impl SqliteConn<'_> {
     }
 
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "SELECT {columns} FROM payments p JOIN invoices i ON i.order_id = p.order_id
-             WHERE p.environment = :environment AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
-             ORDER BY p.seen_at, p.txid LIMIT :limit",
-            unconfirmed = PaymentState::Unconfirmed.as_str(),
-        );
+        let sql = rows::watched_unconfirmed_payments_sql(":environment", ":limit", "p.txid");
         self.query(&sql, named_params! {":environment": environment.as_str(), ":limit": limit}, rows::payment)
     }
 
