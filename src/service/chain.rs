@@ -350,18 +350,23 @@ impl Service {
         let next = cursor.and_then(|n| u64::try_from(n).ok()).unwrap_or(tip.saturating_sub(FIRST_SCAN_LOOKBACK));
         // Scan again the blocks not yet final: a reorganisation may have replaced them.
         let from = next.saturating_sub(u64::from(watch.confirmations));
-        let to = tip.min(from.saturating_add(MAX_BLOCKS_PER_PASS - 1));
-        if from <= to {
-            if let Some(eth) = open.get("ETH") {
-                for number in from..=to {
-                    let Some(block) = client.block(number).map_err(endpoint)? else { break };
-                    for transfer in block.transfers {
-                        let Some(order_id) = eth.get(&transfer.to) else { continue };
-                        let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
-                        self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
-                    }
+        let mut to = tip.min(from.saturating_add(MAX_BLOCKS_PER_PASS - 1));
+        if let Some(eth) = open.get("ETH").filter(|_| from <= to) {
+            for number in from..=to {
+                let Some(block) = client.block(number).map_err(endpoint)? else {
+                    // A node behind the tip it just gave (one backend of several): scan
+                    // what it has and go on from here next pass, skipping nothing.
+                    to = number.wrapping_sub(1);
+                    break;
+                };
+                for transfer in block.transfers {
+                    let Some(order_id) = eth.get(&transfer.to) else { continue };
+                    let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
+                    self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
                 }
             }
+        }
+        if from <= to && to != u64::MAX {
             self.scan_tokens(&client, watch, &open, from, to, report)?;
             let stored = i64::try_from(to.saturating_add(1).max(next)).unwrap_or(i64::MAX);
             self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
