@@ -17,36 +17,57 @@ use crate::payments::{Event, Payment, PaymentOutcome, Rate, Simulation};
 use crate::time::Timestamp;
 use crate::wallets::Wallet;
 
-fn opt(value: &Option<String>) -> Value {
-    value.as_ref().map_or(Value::Null, |v| Value::String(v.clone()))
-}
-
 /// The `data` object of Create Order (spec §2.2): exactly these fields, `null` when not sent.
 pub fn order_created(order: &Order) -> Value {
-    json!({
-        "user_id": order.user_id,
-        "merchant_order_id": order.merchant_order_id,
-        "title": opt(&order.title),
-        "description": opt(&order.description),
-        "callback_url": opt(&order.callback_url),
-        "webhook_url": opt(&order.webhook_url),
-        "amount": to_json_number(order.amount),
-        "currency": order.currency,
-        "order_id": order.order_id,
-        "status": order.status.as_str(),
-        "created_at": order.created_at.to_iso(),
-        "updated_at": order.updated_at.to_iso(),
-    })
+    value_of(CreatedMembers(order))
 }
 
 /// The whole 201 body of Create Order (spec §4.1).
 pub fn create_response(created: &CreatedOrder) -> Value {
-    json!({
-        "status": 201,
-        "message": "Order created successfully",
-        "data": order_created(&created.order.order),
-        "payment_url": created.payment_url,
-    })
+    value_of(CreateBody(created))
+}
+
+/// [`create_response`] as JSON text, without building the `Value`: every create stores
+/// this body (replays return it byte for byte).
+pub fn create_response_json(created: &CreatedOrder) -> String {
+    text_of(CreateBody(created))
+}
+
+/// The Create Order body, in place.
+struct CreateBody<'a>(&'a CreatedOrder);
+
+impl Serialize for CreateBody<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("status", &201)?;
+        map.serialize_entry("message", "Order created successfully")?;
+        map.serialize_entry("data", &CreatedMembers(&self.0.order.order))?;
+        map.serialize_entry("payment_url", &self.0.payment_url)?;
+        map.end()
+    }
+}
+
+/// The `data` members of Create Order, in place.
+struct CreatedMembers<'a>(&'a Order);
+
+impl Serialize for CreatedMembers<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let order = self.0;
+        let mut map = serializer.serialize_map(Some(12))?;
+        map.serialize_entry("user_id", &order.user_id)?;
+        map.serialize_entry("merchant_order_id", &order.merchant_order_id)?;
+        map.serialize_entry("title", &order.title)?;
+        map.serialize_entry("description", &order.description)?;
+        map.serialize_entry("callback_url", &order.callback_url)?;
+        map.serialize_entry("webhook_url", &order.webhook_url)?;
+        map.serialize_entry("amount", &to_json_number(order.amount))?;
+        map.serialize_entry("currency", &order.currency)?;
+        map.serialize_entry("order_id", &order.order_id)?;
+        map.serialize_entry("status", order.status.as_str())?;
+        map.serialize_entry("created_at", &order.created_at)?;
+        map.serialize_entry("updated_at", &order.updated_at)?;
+        map.end()
+    }
 }
 
 /// The order members Get Order and Get Orders share, written straight into the output

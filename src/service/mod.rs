@@ -504,7 +504,7 @@ impl Service {
             replayed: false,
             response_body: String::new(),
         };
-        created.response_body = render::create_response(&created).to_string();
+        created.response_body = render::create_response_json(&created);
 
         // A host's address source gives every address; without one, the coin's
         // watch-only wallet does, its next index taken in this very transaction.

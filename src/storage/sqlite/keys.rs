@@ -1,5 +1,6 @@
 //! SQLite statements for API keys.
 
+use const_format::concatcp;
 use rusqlite::named_params;
 
 use super::SqliteConn;
@@ -40,8 +41,8 @@ impl SqliteConn<'_> {
     }
 
     pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyRow>> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = :key_hash");
-        self.query_opt(&sql, named_params! {":key_hash": key_hash}, rows::key)
+        const SQL: &str = concatcp!("SELECT ", KEY_COLUMNS, " FROM api_keys WHERE key_hash = :key_hash");
+        self.query_opt(SQL, named_params! {":key_hash": key_hash}, rows::key)
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
