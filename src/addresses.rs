@@ -3,6 +3,7 @@
 //! Live addresses come from the host's wallet through an [`AddressSource`]; the sandbox
 //! makes clearly fake testnet-style addresses derived from the invoice id.
 
+use bitcoin::hex::DisplayHex;
 use rust_decimal::{Decimal, RoundingStrategy};
 use sha2::{Digest, Sha256};
 
@@ -158,8 +159,7 @@ pub fn sandbox_address(invoice_id: &str, currency: &str) -> String {
             format!("{prefix}{body}")
         }
         _ => {
-            let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
-            format!("0x{hex}")
+            format!("0x{}", digest[..20].to_lower_hex_string())
         }
     }
 }
@@ -187,6 +187,8 @@ mod tests {
         assert_ne!(btc, sandbox_address("inv-2", "BTC"));
         let eth = sandbox_address("inv-1", "USDT");
         assert!(eth.starts_with("0x") && eth.len() == 42, "{eth}");
+        // The first 20 bytes of SHA-256("coinorder-sandbox:inv-1:USDT"), in lowercase hex.
+        assert_eq!(eth, "0xf62403c601d5f3994516c5b698fab9e6a62c5e7b");
         assert_eq!(payment_uri("BTC", &btc, Decimal::new(150, 2)), format!("bitcoin:{btc}?amount=1.5"));
         assert_eq!(default_address(Environment::Live, "inv-1", "BTC"), None);
     }

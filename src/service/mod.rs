@@ -57,6 +57,8 @@ pub struct Service {
     /// The path of `payment_page_url` where the page is served besides `/pay`, worked
     /// out once at open rather than on every request.
     pub(crate) page_path: Option<String>,
+    /// `payment_page_url` parsed once at open: every create builds a payment URL from it.
+    payment_page: Option<url::Url>,
     rate_limiter: RateLimiter,
     /// Failed authentications per client address.
     auth_failures: RateLimiter,
@@ -132,6 +134,7 @@ impl Service {
                 config.environment == Environment::Live && !config.allow_private_webhook_targets,
             ),
             page_path: crate::config::configured_page_path(&config.payment_page_url),
+            payment_page: url::Url::parse(&config.payment_page_url).ok(),
             rate_limiter: RateLimiter::new(config.rate_limit),
             auth_failures: RateLimiter::new(config.failed_auth_limit),
             config,
@@ -596,12 +599,13 @@ impl Service {
 
     /// The hosted payment page address for an order.
     pub fn payment_url(&self, order_id: &str) -> String {
-        match url::Url::parse(&self.config.payment_page_url) {
-            Ok(mut url) => {
+        match &self.payment_page {
+            Some(page) => {
+                let mut url = page.clone();
                 url.query_pairs_mut().append_pair("id", order_id);
-                url.to_string()
+                url.into()
             }
-            Err(_) => format!("{}?id={order_id}", self.config.payment_page_url),
+            None => format!("{}?id={order_id}", self.config.payment_page_url),
         }
     }
 
