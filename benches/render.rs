@@ -6,7 +6,11 @@
 
 use std::time::Instant;
 
-use coinorder::{render, Config, CreateOrder, Environment, ListOrders, NewApiKey, RateLimit, Service};
+#[path = "support/mod.rs"]
+mod support;
+
+use coinorder::{render, ListOrders};
+use support::Shop;
 
 /// Nanoseconds per call of `work`, over `calls` calls.
 fn per_call(calls: u32, mut work: impl FnMut() -> usize) -> f64 {
@@ -26,20 +30,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let mut config = Config::new(Environment::Sandbox);
-    config.rate_limit = RateLimit::OFF;
-    config.sqlite.synchronous_full = false;
-    let service = Service::open(dir.path().join("render.db"), config)?;
-    let key = service.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })?;
-    let merchant = service.authenticate(Some(key.plain_key.expose()))?;
-    let request = CreateOrder {
-        currency: "USD".into(),
-        amount: "19.99".parse()?,
-        title: Some("Mug".into()),
-        description: Some("A mug with the shop's logo, 350 ml".into()),
-        callback_url: Some("https://shop.example/orders/7".into()),
-        ..Default::default()
-    };
+    let Shop { service, merchant, order: request, .. } = Shop::open(dir.path())?;
     let mut last = String::new();
     for _ in 0..60 {
         last = service.create_order(&merchant, &request)?.order.order.order_id;

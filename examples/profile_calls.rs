@@ -14,7 +14,11 @@
 
 use std::error::Error;
 
-use coinorder::{Config, CreateOrder, Environment, NewApiKey, RateLimit, Service, WireRequest};
+#[path = "../benches/support/mod.rs"]
+mod support;
+
+use coinorder::WireRequest;
+use support::Shop;
 
 const USAGE: &str = "usage: profile_calls get|handle-get|handle-list|create|handle-post COUNT";
 
@@ -26,20 +30,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let count: usize = count.parse().map_err(|_| USAGE)?;
 
     let dir = tempfile::tempdir()?;
-    let mut config = Config::new(Environment::Sandbox);
-    config.rate_limit = RateLimit::OFF;
-    config.sqlite.synchronous_full = false;
-    let service = Service::open(dir.path().join("profile.db"), config)?;
-    let key = service.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })?;
-    let merchant = service.authenticate(Some(key.plain_key.expose()))?;
-    let order = CreateOrder {
-        currency: "USD".into(),
-        amount: "19.99".parse()?,
-        title: Some("Mug".into()),
-        description: Some("A mug with the shop's logo, 350 ml".into()),
-        callback_url: Some("https://shop.example/orders/7".into()),
-        ..Default::default()
-    };
+    let Shop { service, merchant, key, order } = Shop::open(dir.path())?;
     let mut ids = Vec::new();
     for _ in 0..500 {
         ids.push(service.create_order(&merchant, &order)?.order.order.order_id);
@@ -47,10 +38,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let request = |method: &str, path: String, body: &[u8]| WireRequest {
         method: method.into(),
         path,
-        headers: vec![
-            ("x-api-key".into(), key.plain_key.expose().to_string()),
-            ("content-type".into(), "application/json".into()),
-        ],
+        headers: vec![("x-api-key".into(), key.clone()), ("content-type".into(), "application/json".into())],
         body: body.to_vec(),
         client: Some(std::net::IpAddr::from([127, 0, 0, 1])),
     };

@@ -41,3 +41,40 @@ pub fn cpu_model() -> String {
         })
         .unwrap_or_else(|| "?".into())
 }
+
+/// A sandbox service in `dir` with one merchant's key, set up for measuring the engine's
+/// own work: rate limiting off, synchronous=NORMAL.
+pub struct Shop {
+    /// The service, on `dir/shop.db`.
+    pub service: coinorder::Service,
+    /// The merchant behind `key`.
+    pub merchant: coinorder::Merchant,
+    /// The merchant's plain API key, for `x-api-key`.
+    pub key: String,
+    /// A typical order: a mug with a title, a description and a callback URL.
+    pub order: coinorder::CreateOrder,
+}
+
+impl Shop {
+    /// Opens the service and issues the key.
+    pub fn open(dir: &std::path::Path) -> Result<Shop, Box<dyn std::error::Error>> {
+        use coinorder::{Config, CreateOrder, Environment, NewApiKey, RateLimit, Service};
+        let mut config = Config::new(Environment::Sandbox);
+        config.rate_limit = RateLimit::OFF;
+        config.sqlite.synchronous_full = false;
+        let service = Service::open(dir.join("shop.db"), config)?;
+        let created =
+            service.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })?;
+        let key = created.plain_key.expose().to_string();
+        let merchant = service.authenticate(Some(&key))?;
+        let order = CreateOrder {
+            currency: "USD".into(),
+            amount: "19.99".parse()?,
+            title: Some("Mug".into()),
+            description: Some("A mug with the shop's logo, 350 ml".into()),
+            callback_url: Some("https://shop.example/orders/7".into()),
+            ..Default::default()
+        };
+        Ok(Shop { service, merchant, key, order })
+    }
+}

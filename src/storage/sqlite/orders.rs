@@ -11,6 +11,15 @@ use crate::payments::PaymentState;
 use crate::storage::rows::{self, INVOICE_COLUMNS, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
 use crate::storage::PriorCreate;
 
+/// An order joined with its invoice, in [`rows::order_with_invoice`]'s columns.
+const ORDER_WITH_INVOICE: &str = concatcp!(
+    "SELECT ",
+    ORDER_COLUMNS,
+    ", ",
+    INVOICE_COLUMNS,
+    " FROM orders o JOIN invoices i ON i.order_id = o.order_id"
+);
+
 /// The SQLite side of the order methods of [`crate::storage::Conn`] (same names,
 /// arguments and results).
 impl SqliteConn<'_> {
@@ -106,12 +115,8 @@ impl SqliteConn<'_> {
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
         const SQL: &str = concatcp!(
-            "SELECT ",
-            ORDER_COLUMNS,
-            ", ",
-            INVOICE_COLUMNS,
-            " FROM orders o JOIN invoices i ON i.order_id = o.order_id
-             WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
+            ORDER_WITH_INVOICE,
+            " WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
         );
         self.query_opt(
             SQL,
@@ -126,14 +131,8 @@ impl SqliteConn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
-        const SQL: &str = concatcp!(
-            "SELECT ",
-            ORDER_COLUMNS,
-            ", ",
-            INVOICE_COLUMNS,
-            " FROM orders o JOIN invoices i ON i.order_id = o.order_id
-             WHERE o.order_id = :order_id AND o.environment = :environment"
-        );
+        const SQL: &str =
+            concatcp!(ORDER_WITH_INVOICE, " WHERE o.order_id = :order_id AND o.environment = :environment");
         self.query_opt(
             SQL,
             named_params! {":order_id": order_id, ":environment": environment.as_str()},
