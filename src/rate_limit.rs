@@ -3,7 +3,9 @@
 //! Hand-written rather than a crate: it is a few lines, must run on the service's
 //! injectable clock, and needs no async runtime.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 
 use crate::config::RateLimit;
@@ -15,14 +17,14 @@ struct Bucket {
     refilled_at_ms: i64,
 }
 
-/// Token buckets keyed by API key id.
+/// Token buckets keyed by API key id (`K = String`) or by client address.
 #[derive(Debug)]
-pub(crate) struct RateLimiter {
+pub(crate) struct RateLimiter<K = String> {
     limit: RateLimit,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<K, Bucket>>,
 }
 
-impl RateLimiter {
+impl<K: Hash + Eq> RateLimiter<K> {
     pub(crate) fn new(limit: RateLimit) -> Self {
         RateLimiter { limit, buckets: Mutex::new(HashMap::new()) }
     }
@@ -30,18 +32,30 @@ impl RateLimiter {
     /// Takes one token from `key_id`'s bucket. When the bucket is empty, says in how many
     /// milliseconds (at least 1) the next whole token will be there, so the refusal can
     /// tell the client when to come back.
-    pub(crate) fn try_acquire(&self, key_id: &str, now_ms: i64) -> Result<(), u64> {
+    pub(crate) fn try_acquire<Q>(&self, key_id: &Q, now_ms: i64) -> Result<(), u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.take(key_id, now_ms, true)
     }
 
     /// Like [`RateLimiter::try_acquire`] without taking the token: whether one is there.
     /// For limits charged after the fact (a failed authentication costs a token; asking
     /// whether the client may try again must not).
-    pub(crate) fn check(&self, key_id: &str, now_ms: i64) -> Result<(), u64> {
+    pub(crate) fn check<Q>(&self, key_id: &Q, now_ms: i64) -> Result<(), u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.take(key_id, now_ms, false)
     }
 
-    fn take(&self, key_id: &str, now_ms: i64, consume: bool) -> Result<(), u64> {
+    fn take<Q>(&self, key_id: &Q, now_ms: i64, consume: bool) -> Result<(), u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if self.limit.per_second == 0 {
             return Ok(());
         }
@@ -60,9 +74,13 @@ impl RateLimiter {
                         < capacity
                 });
             }
+            // Only a new bucket needs an owned key (an allocation for a key id); every
+            // other request looks its bucket up by reference.
+            buckets.insert(key_id.to_owned(), Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
         }
-        let bucket =
-            buckets.entry(key_id.to_string()).or_insert(Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
+        let Some(bucket) = buckets.get_mut(key_id) else {
+            return Ok(());
+        };
         let elapsed_ms = (now_ms - bucket.refilled_at_ms).max(0);
         // per_second tokens per 1000 ms = per_second milli-tokens per ms.
         let refill = elapsed_ms.saturating_mul(per_ms);

@@ -20,6 +20,19 @@ impl Timestamp {
         self.to_string()
     }
 
+    /// Appends the ISO form (as [`Timestamp::to_iso`]) to `out`, without a `String` of its own.
+    pub(crate) fn push_iso(self, out: &mut String) {
+        match iso_bytes(self.0) {
+            // The 24 bytes are ASCII digits and separators.
+            Some(bytes) => out.push_str(std::str::from_utf8(&bytes).unwrap_or_default()),
+            None => {
+                use fmt::Write as _;
+                // Writing into a `String` cannot fail.
+                let _ = write!(out, "{self}");
+            }
+        }
+    }
+
     /// This timestamp moved by `ms` milliseconds.
     pub fn plus_ms(self, ms: i64) -> Timestamp {
         Timestamp(self.0.saturating_add(ms))

@@ -25,7 +25,7 @@ use crate::orders::{
 use crate::rate_limit::RateLimiter;
 use crate::render;
 use crate::secrets::SecretBox;
-use crate::storage::{Conn, KeyRow, Store, StoreOptions, StoreTarget};
+use crate::storage::{Conn, KeyCredential, KeyRow, Store, StoreOptions, StoreTarget};
 use crate::time::Timestamp;
 
 /// How often a key's `last_used_at` is written at most: often enough to tell an unused
@@ -61,7 +61,7 @@ pub struct Service {
     payment_page: Option<url::Url>,
     rate_limiter: RateLimiter,
     /// Failed authentications per client address.
-    auth_failures: RateLimiter,
+    auth_failures: RateLimiter<std::net::IpAddr>,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
     /// Watch-only wallets parsed once per process.
@@ -339,7 +339,7 @@ impl Service {
         api_key: Option<&str>,
         work: impl FnOnce(&MerchantReads<'_, '_>) -> Result<T>,
     ) -> Result<(Merchant, T)> {
-        let address = client.map(|client| client.to_string());
+        let address = client;
         let now = self.now();
         if let Some(address) = &address {
             if let Err(wait_ms) = self.auth_failures.check(address, now.as_millis()) {
@@ -380,21 +380,21 @@ impl Service {
 
     /// The merchant behind a stored key found by `hash`, once the key is active, of this
     /// environment and within its rate.
-    fn admit_key(&self, row: Option<KeyRow>, hash: &[u8], now: Timestamp) -> Result<Merchant> {
+    fn admit_key(&self, row: Option<KeyCredential>, hash: &[u8], now: Timestamp) -> Result<Merchant> {
         let row = row.ok_or_else(|| Error::new(ErrorKind::Unauthorized))?;
-        if !keys::hashes_match(&row.key_hash, hash) || row.key.environment != self.environment() {
+        if !keys::hashes_match(&row.key_hash, hash) || row.environment != self.environment() {
             return Err(Error::new(ErrorKind::Unauthorized));
         }
-        if row.key.status != KeyStatus::Active {
+        if row.status != KeyStatus::Active {
             return Err(Error::new(ErrorKind::AuthenticationFailed("API key is inactive")));
         }
-        if let Err(wait_ms) = self.rate_limiter.try_acquire(&row.key.id, now.as_millis()) {
+        if let Err(wait_ms) = self.rate_limiter.try_acquire(row.id.as_str(), now.as_millis()) {
             // Retry-After speaks in whole seconds: round up, so a client that waits that
             // long is not refused again.
             let retry_after_secs = wait_ms.div_ceil(1000).max(1);
             return Err(Error::new(ErrorKind::RateLimited { retry_after_secs }));
         }
-        Ok(Merchant { key_id: row.key.id, user_id: row.key.user_id, environment: row.key.environment })
+        Ok(Merchant { key_id: row.id, user_id: row.user_id, environment: row.environment })
     }
 
     fn note_key_used(&self, key_id: &str, now: Timestamp) -> Result<()> {

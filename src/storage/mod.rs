@@ -35,7 +35,9 @@ use crate::orders::{Order, OrderStatus, OrderWithInvoice};
 use crate::payments::{Event, Payment, PaymentState, Rate};
 use crate::time::Timestamp;
 
-pub(crate) use records::{AttemptResult, ClaimedEvent, DeliveryRow, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
+pub(crate) use records::{
+    AttemptResult, ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, WalletRow, WatchedInvoice,
+};
 pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
@@ -283,8 +285,9 @@ dispatch! {
     fn insert_key(row: &KeyRow) -> Result<()>;
     /// The key with that id, if any.
     fn key_by_id(id: &str) -> Result<Option<KeyRow>>;
-    /// The key whose secret hashes to `key_hash`, if any: how a request's key is found.
-    fn key_by_hash(key_hash: &[u8]) -> Result<Option<KeyRow>>;
+    /// What authentication checks of the key whose secret hashes to `key_hash`, if any:
+    /// how a request's key is found.
+    fn key_by_hash(key_hash: &[u8]) -> Result<Option<KeyCredential>>;
     /// Every key, oldest first (ties by id, in byte order).
     fn all_keys() -> Result<Vec<ApiKey>>;
     /// Returns false when no key has that id.

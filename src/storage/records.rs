@@ -12,6 +12,16 @@ pub(crate) struct PriorCreate {
     pub create_response: String,
 }
 
+/// What authenticating a request needs of a stored key, and nothing more: read on every
+/// API request, so it leaves out the sealed secret, hint, URL and times.
+pub(crate) struct KeyCredential {
+    pub id: String,
+    pub user_id: i64,
+    pub environment: crate::Environment,
+    pub status: crate::keys::KeyStatus,
+    pub key_hash: Vec<u8>,
+}
+
 /// A stored key with the columns only the library itself may see.
 pub(crate) struct KeyRow {
     pub key: ApiKey,

@@ -9,7 +9,7 @@
 
 use rust_decimal::Decimal;
 
-use super::records::{ClaimedEvent, DeliveryRow, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
+use super::records::{ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
 use crate::delivery::{DeliveryState, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
@@ -181,6 +181,20 @@ pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
         },
         key_hash: row.bytes(8)?,
         webhook_secret_enc: row.text(9)?,
+    })
+}
+
+/// The key columns [`key_credential`] reads.
+pub(super) const KEY_CREDENTIAL_COLUMNS: &str = "id, user_id, environment, status, key_hash";
+
+/// A row of [`KEY_CREDENTIAL_COLUMNS`].
+pub(super) fn key_credential(row: &dyn RowValues) -> Result<KeyCredential> {
+    Ok(KeyCredential {
+        id: row.text(0)?,
+        user_id: row.int(1)?,
+        environment: environment(row, 2, "api_keys.environment")?,
+        status: decode(row, 3, "api_keys.status", KeyStatus::parse)?,
+        key_hash: row.bytes(4)?,
     })
 }
 

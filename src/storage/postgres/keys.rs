@@ -1,11 +1,13 @@
 //! PostgreSQL statements for API keys: those of `sqlite/keys.rs`, with the same column
 //! lists and row builders (`storage/rows.rs`).
 
+use const_format::concatcp;
+
 use super::PgConn;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
-use crate::storage::rows::{self, KEY_COLUMNS};
-use crate::storage::KeyRow;
+use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
+use crate::storage::{KeyCredential, KeyRow};
 use crate::time::Timestamp;
 
 /// The PostgreSQL side of the key methods of [`crate::storage::Conn`] (same names,
@@ -37,9 +39,9 @@ impl PgConn {
         self.query_opt(&sql, &[&id], rows::key)
     }
 
-    pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyRow>> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
-        self.query_opt(&sql, &[&key_hash], rows::key)
+    pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyCredential>> {
+        const SQL: &str = concatcp!("SELECT ", KEY_CREDENTIAL_COLUMNS, " FROM api_keys WHERE key_hash = $1");
+        self.query_opt(SQL, &[&key_hash], rows::key_credential)
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {

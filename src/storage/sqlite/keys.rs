@@ -6,8 +6,8 @@ use rusqlite::named_params;
 use super::SqliteConn;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
-use crate::storage::rows::{self, KEY_COLUMNS};
-use crate::storage::KeyRow;
+use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
+use crate::storage::{KeyCredential, KeyRow};
 use crate::time::Timestamp;
 
 /// The SQLite side of the key methods of [`crate::storage::Conn`] (same names, arguments
@@ -40,9 +40,9 @@ impl SqliteConn<'_> {
         self.query_opt(&sql, named_params! {":id": id}, rows::key)
     }
 
-    pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyRow>> {
-        const SQL: &str = concatcp!("SELECT ", KEY_COLUMNS, " FROM api_keys WHERE key_hash = :key_hash");
-        self.query_opt(SQL, named_params! {":key_hash": key_hash}, rows::key)
+    pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyCredential>> {
+        const SQL: &str = concatcp!("SELECT ", KEY_CREDENTIAL_COLUMNS, " FROM api_keys WHERE key_hash = ?1");
+        self.query_opt(SQL, [key_hash], rows::key_credential)
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
