@@ -8,7 +8,8 @@
 //! ```
 //!
 //! MODE is one of `get` (typed `get_order`), `handle-get` (`Service::handle`
-//! `GET /v1/orders/<id>`), `handle-list` (`GET /v1/orders?limit=50`), `create` (typed
+//! `GET /v1/orders/<id>`), `list` (typed `list_orders`, 50), `handle-list`
+//! (`GET /v1/orders?limit=50`), `create` (typed
 //! `create_order`) or `handle-post` (`POST /v1/orders`). Prints the bytes the calls
 //! returned, so nothing is optimized away.
 
@@ -20,7 +21,7 @@ mod support;
 use coinorder::WireRequest;
 use support::Shop;
 
-const USAGE: &str = "usage: profile_calls get|handle-get|handle-list|create|handle-post COUNT";
+const USAGE: &str = "usage: profile_calls get|handle-get|list|handle-list|create|handle-post COUNT";
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -43,12 +44,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         client: Some(std::net::IpAddr::from([127, 0, 0, 1])),
     };
 
+    let list_50 = coinorder::ListOrders { limit: 50, ..Default::default() };
     let mut bytes = 0;
     for i in 0..count {
         let id = &ids[i % ids.len()];
         bytes += match mode.as_str() {
             "get" => service.get_order(&merchant, id)?.order.order_id.len(),
             "handle-get" => service.handle(&request("GET", format!("/v1/orders/{id}"), b"")).body.len(),
+            "list" => service.list_orders(&merchant, &list_50)?.orders.len(),
             "handle-list" => service.handle(&request("GET", "/v1/orders?limit=50".into(), b"")).body.len(),
             "create" => service.create_order(&merchant, &order)?.response_body.len(),
             "handle-post" => {
