@@ -197,6 +197,19 @@ pub unsafe fn json_out(ptr: *mut *mut c_char, argument: &str, value: &Value) -> 
     if ptr.is_null() {
         return Err(CallError::null(argument));
     }
-    let text = c_string(value.to_string())?;
+    json_text_out(ptr, argument, value.to_string())
+}
+
+/// Hands JSON text the core already wrote (the API's bodies, as `Service::handle` answers
+/// them) to the caller through `ptr` (freed with `coinorder_string_free`), without a
+/// round trip through a `Value`.
+///
+/// # Safety
+/// `ptr` is NULL or writable.
+pub unsafe fn json_text_out(ptr: *mut *mut c_char, argument: &str, json: String) -> Result<(), CallError> {
+    if ptr.is_null() {
+        return Err(CallError::null(argument));
+    }
+    let text = c_string(json)?;
     out(ptr, argument, text.into_raw())
 }

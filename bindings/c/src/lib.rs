@@ -22,7 +22,7 @@ use coinorder::money::Decimal;
 use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
 
-use ffi::{bytes, guard, json_object, json_out, need, opt_text, out, text, CallError};
+use ffi::{bytes, guard, json_object, json_out, json_text_out, need, opt_text, out, text, CallError};
 pub use ffi::{coinorder_error, coinorder_status};
 
 /// The version of the C ABI this library implements. It grows when a function is added
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn coinorder_order_create(
         json_object(request_text, "request_json")?;
         let request = coinorder::parse_create_order(request_text.as_bytes())?;
         let created = service.create_order(&merchant, &request)?;
-        json_out(order_json_out, "order_json_out", &render::create_response(&created))
+        json_text_out(order_json_out, "order_json_out", created.response_body)
     })
 }
 
@@ -281,7 +281,7 @@ pub unsafe extern "C" fn coinorder_order_get(
         need(order_json_out, "order_json_out")?;
         let (service, merchant) = authenticated(service, api_key)?;
         let order = service.get_order(&merchant, text(order_id, "order_id")?)?;
-        json_out(order_json_out, "order_json_out", &render::get_response(&order))
+        json_text_out(order_json_out, "order_json_out", render::get_response_json(&order))
     })
 }
 
@@ -314,7 +314,7 @@ pub unsafe extern "C" fn coinorder_order_list(
         }
         let query = coinorder::parse_list_query(&query.finish())?;
         let page = service.list_orders(&merchant, &query)?;
-        json_out(orders_json_out, "orders_json_out", &render::list_response(&page))
+        json_text_out(orders_json_out, "orders_json_out", render::list_response_json(&page))
     })
 }
 
