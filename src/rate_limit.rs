@@ -79,6 +79,7 @@ impl<K: Hash + Eq> RateLimiter<K> {
             buckets.insert(key_id.to_owned(), Bucket { milli_tokens: capacity, refilled_at_ms: now_ms });
         }
         let Some(bucket) = buckets.get_mut(key_id) else {
+            // Unreachable: a missing bucket was inserted just above.
             return Ok(());
         };
         let elapsed_ms = (now_ms - bucket.refilled_at_ms).max(0);

@@ -339,9 +339,8 @@ impl Service {
         api_key: Option<&str>,
         work: impl FnOnce(&MerchantReads<'_, '_>) -> Result<T>,
     ) -> Result<(Merchant, T)> {
-        let address = client;
         let now = self.now();
-        if let Some(address) = &address {
+        if let Some(address) = &client {
             if let Err(wait_ms) = self.auth_failures.check(address, now.as_millis()) {
                 return Err(Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) }));
             }
@@ -356,7 +355,7 @@ impl Service {
         match &outcome {
             Ok((merchant, _)) => self.note_key_used(&merchant.key_id, now)?,
             Err(error) if matches!(error.kind(), ErrorKind::AuthenticationFailed(_) | ErrorKind::Unauthorized) => {
-                if let Some(address) = &address {
+                if let Some(address) = &client {
                     // Charged after the fact: only failures spend the address's budget.
                     let _ = self.auth_failures.try_acquire(address, now.as_millis());
                 }

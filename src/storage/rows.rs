@@ -7,6 +7,7 @@
 //! `postgres::Row` alike. Rows are read by position (a name lookup costs a scan of every
 //! column name); each builder follows the order of its column list.
 
+use const_format::concatcp;
 use rust_decimal::Decimal;
 
 use super::records::{ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
@@ -160,34 +161,11 @@ pub(super) fn prior_create(row: &dyn RowValues) -> Result<PriorCreate> {
     Ok(PriorCreate { request_hash: row.bytes(0)?, create_response: row.text(1)? })
 }
 
-/// The key columns; [`key`] reads them.
-pub(super) const KEY_COLUMNS: &str =
-    "id, user_id, environment, status, webhook_url, key_hint, created_at, last_used_at, key_hash, webhook_secret_enc,
-     display_name";
-
-/// A row of [`KEY_COLUMNS`].
-pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
-    Ok(KeyRow {
-        key: ApiKey {
-            id: row.text(0)?,
-            user_id: row.int(1)?,
-            environment: environment(row, 2, "api_keys.environment")?,
-            status: decode(row, 3, "api_keys.status", KeyStatus::parse)?,
-            webhook_url: row.opt_text(4)?,
-            key_hint: row.text(5)?,
-            created_at_ms: time(row, 6)?,
-            last_used_at_ms: opt_time(row, 7)?,
-            display_name: row.opt_text(10)?,
-        },
-        key_hash: row.bytes(8)?,
-        webhook_secret_enc: row.text(9)?,
-    })
-}
-
-/// The key columns [`key_credential`] reads.
+/// The key columns authentication checks; [`key_credential`] reads them. They lead
+/// [`KEY_COLUMNS`], so [`key`] reads them the same way.
 pub(super) const KEY_CREDENTIAL_COLUMNS: &str = "id, user_id, environment, status, key_hash";
 
-/// A row of [`KEY_CREDENTIAL_COLUMNS`].
+/// A row of [`KEY_CREDENTIAL_COLUMNS`] (or one starting with them).
 pub(super) fn key_credential(row: &dyn RowValues) -> Result<KeyCredential> {
     Ok(KeyCredential {
         id: row.text(0)?,
@@ -195,6 +173,32 @@ pub(super) fn key_credential(row: &dyn RowValues) -> Result<KeyCredential> {
         environment: environment(row, 2, "api_keys.environment")?,
         status: decode(row, 3, "api_keys.status", KeyStatus::parse)?,
         key_hash: row.bytes(4)?,
+    })
+}
+
+/// The key columns; [`key`] reads them.
+pub(super) const KEY_COLUMNS: &str = concatcp!(
+    KEY_CREDENTIAL_COLUMNS,
+    ", webhook_url, key_hint, created_at, last_used_at, webhook_secret_enc, display_name"
+);
+
+/// A row of [`KEY_COLUMNS`].
+pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
+    let KeyCredential { id, user_id, environment, status, key_hash } = key_credential(row)?;
+    Ok(KeyRow {
+        key: ApiKey {
+            id,
+            user_id,
+            environment,
+            status,
+            webhook_url: row.opt_text(5)?,
+            key_hint: row.text(6)?,
+            created_at_ms: time(row, 7)?,
+            last_used_at_ms: opt_time(row, 8)?,
+            display_name: row.opt_text(10)?,
+        },
+        key_hash,
+        webhook_secret_enc: row.text(9)?,
     })
 }
 
