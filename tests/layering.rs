@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rate_limit.rs",
             "delivery.rs",
             "mail.rs",
-            "render.rs",
+            "render",
             "wallets.rs",
             // The chains' clients fetch and parse; what a payment means is the service's.
             "chain",
