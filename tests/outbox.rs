@@ -2,7 +2,7 @@
 //! webhooks (two senders never send the same e-mail, and a lease lasts exactly ten
 //! timeouts plus 30 s before another sender may take the e-mail over, whose record then
 //! stands), and redelivering a webhook whose attempt is in flight keeps that attempt's
-//! lease.
+//! lease, then sends it again once the attempt is over.
 
 // `common` and `support` both include the backend switch; two copies of it are harmless.
 #![allow(clippy::duplicate_mod)]
@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use coinorder::{EmailState, Environment, Service, SmtpConfig};
+use coinorder::{DeliveryState, EmailState, Environment, Service, SmtpConfig};
 use serde_json::json;
 
 use smtp_support::SmtpSink;
@@ -127,12 +127,12 @@ fn an_email_lease_lasts_ten_timeouts_and_30_s_then_another_sender_takes_over() {
 }
 
 #[test]
-fn redelivering_an_event_in_flight_keeps_its_lease() {
+fn redelivering_an_event_in_flight_keeps_its_lease_then_sends_it_again() {
     let rx = Receiver::start();
     rx.push(Reply::slow(Duration::from_millis(1_000), 200));
     let env = support::manual(|_| {});
     let other = Service::open(env.db_path(), env.svc.config().clone()).expect("second service");
-    let (_, event) = env.paid_order(Some(&rx.url()));
+    let (order_id, event) = env.paid_order(Some(&rx.url()));
 
     std::thread::scope(|scope| {
         let first = scope.spawn(|| env.svc.deliver_due(100).expect("deliver (first service)"));
@@ -144,4 +144,18 @@ fn redelivering_an_event_in_flight_keeps_its_lease() {
     });
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(rx.count(), 1, "sent once while it was in flight");
+
+    // The redelivery asked for during the attempt still stands once the attempt is over:
+    // the event waits, due, for its next send, which does happen.
+    let delivery = env.deliveries(&order_id).remove(0);
+    assert_eq!(
+        (delivery.state, delivery.attempts, delivery.delivered_at, delivery.log.len()),
+        (DeliveryState::Pending, 0, None, 1),
+        "{delivery:?}"
+    );
+    let again = env.svc.deliver_due(100).expect("deliver again");
+    assert_eq!((again.attempted, again.delivered), (1, 1), "{again:?}");
+    assert_eq!(rx.wait_for(2, WAIT).len(), 2, "sent a second time, as asked");
+    let delivery = env.deliveries(&order_id).remove(0);
+    assert_eq!((delivery.state, delivery.attempts), (DeliveryState::Delivered, 1), "{delivery:?}");
 }

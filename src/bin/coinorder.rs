@@ -350,7 +350,8 @@ enum WebhooksCommand {
     },
     /// Queue an event for delivery again, due now, with a fresh retry schedule (same
     /// `webhook-id` and body), and print it. `serve` sends it within a second; without
-    /// `serve`, run `webhooks deliver`.
+    /// `serve`, run `webhooks deliver`. An attempt already in flight finishes first; the
+    /// event is then sent again.
     Redeliver {
         /// The event's id (`msg_...`), as shown by `webhooks list`.
         event_id: String,

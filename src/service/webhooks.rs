@@ -295,7 +295,8 @@ impl Service {
     }
 
     /// Queues an event for delivery again, due now, with a fresh retry schedule (same
-    /// `webhook-id` and body).
+    /// `webhook-id` and body). An attempt already in flight (in this process or another)
+    /// finishes first, whatever its outcome; the event is then sent again.
     pub fn redeliver(&self, event_id: &str) -> Result<()> {
         self.event(event_id)?;
         let now = self.now();

@@ -361,7 +361,8 @@ dispatch! {
     /// record then stands). Returns whether it did.
     fn finish_attempt(result: &AttemptResult<'_>) -> Result<bool>;
     /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
-    /// right now is kept: the attempt in flight finishes before anyone sends it again.
+    /// right now is kept: the attempt in flight finishes before anyone sends it again,
+    /// and its finish then leaves the message pending and due as requeued.
     fn requeue(outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool>;
     /// A claimed event with what sending it needs: its payload and its order's webhook
     /// URL and key.

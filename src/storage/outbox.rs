@@ -75,6 +75,24 @@ pub(super) fn lease_expired(alias: &str, now: &str) -> String {
     format!("{alias}.lease_until <= {now}")
 }
 
+/// The `SET` list of a finished attempt, on either backend, given its placeholders for
+/// the settled state, the next due time, the error and the sent-at time (see
+/// [`settled_columns`]). The lease is released and the error kept in every case. A
+/// message requeued while the attempt was in flight keeps the requeue's pending state
+/// and due time, so the redelivery asked for is not overwritten by the attempt that was
+/// already going: that is the one way a row still leased by the attempt can show
+/// `attempts = 0`, since a claim counts its attempt (at least 1) and a requeue resets it.
+pub(super) fn finished_attempt_assignments(t: &Table, state: &str, next: &str, error: &str, done_at: &str) -> String {
+    format!(
+        "{s} = CASE WHEN attempts = 0 THEN {s} ELSE {state} END,
+         next_attempt_at = CASE WHEN attempts = 0 THEN next_attempt_at ELSE {next} END,
+         lease_until = 0, lease_token = NULL, last_error = {error},
+         {d} = CASE WHEN attempts = 0 THEN {d} ELSE COALESCE({done_at}, {d}) END",
+        s = t.state,
+        d = t.done_at,
+    )
+}
+
 /// What a finished attempt writes, on either backend: the message's new state, when it
 /// is next due, and when it went out (for a delivered one).
 pub(super) fn settled_columns(t: &Table, result: &AttemptResult<'_>) -> Result<(&'static str, Timestamp, Option<i64>)> {

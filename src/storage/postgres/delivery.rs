@@ -7,7 +7,7 @@ use crate::delivery::{Outbox, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
-use crate::storage::outbox::{lease_expired, settled_columns, table, Table};
+use crate::storage::outbox::{finished_attempt_assignments, lease_expired, settled_columns, table, Table};
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
@@ -72,12 +72,9 @@ impl PgConn {
         let (state, next, done_at) = settled_columns(t, result)?;
         let changed = self.execute(
             &format!(
-                "UPDATE {name} SET {state} = $1, next_attempt_at = $2, lease_until = 0, lease_token = NULL,
-                        last_error = $3, {done_at} = COALESCE($4, {done_at})
-                 WHERE {id} = $5 AND lease_token = $6",
+                "UPDATE {name} SET {assignments} WHERE {id} = $5 AND lease_token = $6",
                 name = t.name,
-                state = t.state,
-                done_at = t.done_at,
+                assignments = finished_attempt_assignments(t, "$1", "$2", "$3", "$4"),
                 id = t.id,
             ),
             &[&state, &next.as_millis(), &result.settled.error(), &done_at, &result.id, &result.lease_token],

@@ -9,7 +9,7 @@ use crate::delivery::{Outbox, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
-use crate::storage::outbox::{lease_expired, settled_columns, table, Table};
+use crate::storage::outbox::{finished_attempt_assignments, lease_expired, settled_columns, table, Table};
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
@@ -58,12 +58,9 @@ impl SqliteConn<'_> {
         let (state, next, done_at) = settled_columns(t, result)?;
         let changed = self.execute(
             &format!(
-                "UPDATE {name} SET {state} = :state, next_attempt_at = :next, lease_until = 0, lease_token = NULL,
-                        last_error = :error, {done_at} = COALESCE(:done_at, {done_at})
-                 WHERE {id} = :id AND lease_token = :token",
+                "UPDATE {name} SET {assignments} WHERE {id} = :id AND lease_token = :token",
                 name = t.name,
-                state = t.state,
-                done_at = t.done_at,
+                assignments = finished_attempt_assignments(t, ":state", ":next", ":error", ":done_at"),
                 id = t.id,
             ),
             named_params! {
