@@ -274,10 +274,14 @@ impl Service {
 
     /// Starts a background [`Worker`] (thread `coinorder-checkpoint`) that runs
     /// [`Service::checkpoint`] now and then every `interval`, so that committing writes
-    /// never copy the write-ahead log themselves.
+    /// never copy the write-ahead log themselves. Each run first writes the key uses
+    /// requests could not ([`Service::record_key_uses`]).
     pub fn start_checkpoint_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
         let service = Arc::clone(self);
-        Worker::spawn("coinorder-checkpoint", interval, move || service.checkpoint().map(|_| ()))
+        Worker::spawn("coinorder-checkpoint", interval, move || {
+            service.record_key_uses()?;
+            service.checkpoint().map(|_| ())
+        })
     }
 
     /// Starts a background [`Worker`] (thread `coinorder-delivery`) that sends what is

@@ -748,14 +748,14 @@ fn customer_email_with_an_ip_literal_domain_is_refused() {
 // ---------------------------------------------------------------- another process holds the write lock
 
 #[test]
-fn reads_go_on_and_writes_answer_503_while_another_process_holds_the_write_lock() {
+fn reads_go_on_and_writes_answer_503_while_another_process_holds_the_write_lock_and_key_uses_wait() {
     let h = harness_with(coinorder::Environment::Sandbox, |config| {
         config.busy_timeout = std::time::Duration::from_millis(300);
     });
     let created = h.create(&minimal_order());
     let order_id = created["data"]["order_id"].as_str().expect("order id").to_string();
     // A fresh key: its first use is written down (last_used), which must not wait.
-    let (key, _) = h.new_key(7, coinorder::Environment::Sandbox);
+    let (key, key_id) = h.new_key(7, coinorder::Environment::Sandbox);
     let mut holder = RawDb::open(&h.db());
     holder.hold_write_lock();
 
@@ -772,5 +772,18 @@ fn reads_go_on_and_writes_answer_503_while_another_process_holds_the_write_lock(
     assert!(refused.internal_detail.as_deref().unwrap_or("").contains("lock"), "{:?}", refused.internal_detail);
 
     holder.batch("ROLLBACK");
+    // The fresh key's use could not be written while the lock was held; it was kept,
+    // not lost, and is written once the writer is free.
+    let last_used = |svc: &coinorder::Service| {
+        let keys = svc.list_keys().expect("keys");
+        keys.into_iter().find(|k| k.id == key_id).expect("the fresh key").last_used_at_ms
+    };
+    if !common::backend::on_postgres() {
+        // SQLite's lock keeps every writer out; PostgreSQL's holder locks only `orders`,
+        // so there the key's row was written at once.
+        assert_eq!(last_used(&h.svc), None, "not written while the lock was held");
+    }
+    h.svc.record_key_uses().expect("record key uses");
+    assert!(last_used(&h.svc).is_some(), "written once the writer was free");
     assert_eq!(h.post(&minimal_order()).status, 201);
 }

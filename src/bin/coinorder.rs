@@ -1605,7 +1605,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         (false, LogFormat::Text) => coinorder::RequestLog::Text,
         (false, LogFormat::Json) => coinorder::RequestLog::Json,
     };
-    let server = Server::from_listener(service, listener)
+    let server = Server::from_listener(Arc::clone(&service), listener)
         .map_err(|e| e.to_string())?
         .with_limits(limits)
         .with_request_log(request_log);
@@ -1639,6 +1639,10 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         if let Some(error) = worker.last_error() {
             eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
         }
+    }
+    // The last requests' key uses, if the writer was busy when they came.
+    if let Err(error) = service.record_key_uses() {
+        eprintln!("coinorder: could not record the keys' last use: {error}");
     }
     Ok(())
 }

@@ -64,6 +64,9 @@ pub struct Service {
     auth_failures: RateLimiter<std::net::IpAddr>,
     /// Last `last_used_at` written per key id, to keep authentication read-only.
     last_used_written: Mutex<HashMap<String, i64>>,
+    /// Key uses a request could not write because the writer was busy, latest per key,
+    /// until a later write takes them ([`Service::record_key_uses`]).
+    unwritten_key_uses: Mutex<HashMap<String, Timestamp>>,
     /// Watch-only wallets parsed once per process.
     wallets: wallets::WalletCache,
     /// The chain watcher's backoff and missing-transaction counts.
@@ -141,6 +144,7 @@ impl Service {
             store,
             secrets,
             last_used_written: Mutex::new(HashMap::new()),
+            unwritten_key_uses: Mutex::new(HashMap::new()),
             wallets: wallets::WalletCache::default(),
             chain_state: chain::WatchState::default(),
         })
@@ -405,12 +409,54 @@ impl Service {
             };
         }
         // Bookkeeping, not the request's work: a read must never wait for the write lock
-        // (another process may hold it for seconds). When the lock is taken, a later
-        // request records the use instead.
-        if self.store.try_write(|db| db.touch_key(key_id, now))?.is_none() {
+        // (another process may hold it for seconds). When the lock is taken, the use is
+        // kept to be written with the next one, or by `record_key_uses`.
+        let mut uses = std::mem::take(&mut *self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()));
+        uses.insert(key_id.to_string(), now);
+        let written = self.store.try_write(|db| {
+            for (key, at) in &uses {
+                db.touch_key(key, *at)?;
+            }
+            Ok(())
+        });
+        if !matches!(written, Ok(Some(()))) {
             self.last_used_written.lock().unwrap_or_else(|p| p.into_inner()).remove(key_id);
+            self.keep_unwritten_key_uses(uses);
         }
-        Ok(())
+        written.map(|_| ())
+    }
+
+    /// Puts key uses not yet written back with those noted since, keeping the latest
+    /// time per key.
+    fn keep_unwritten_key_uses(&self, uses: HashMap<String, Timestamp>) {
+        let mut unwritten = self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, at) in uses {
+            let latest = unwritten.entry(key).or_insert(at);
+            *latest = (*latest).max(at);
+        }
+    }
+
+    /// Writes the keys' last-use times (`last_used_at`) that requests could not write
+    /// because the writer was busy at the time; it waits for the writer as any write
+    /// does. The checkpoint worker ([`Service::start_checkpoint_worker`]) calls it on
+    /// every run and `coinorder serve` once more when it stops; a host without those
+    /// calls it before dropping the service, or leaves it to the next request that
+    /// finds the writer free.
+    pub fn record_key_uses(&self) -> Result<()> {
+        let uses = std::mem::take(&mut *self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()));
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let written = self.store.write(|db| {
+            for (key, at) in &uses {
+                db.touch_key(key, *at)?;
+            }
+            Ok(())
+        });
+        if written.is_err() {
+            self.keep_unwritten_key_uses(uses);
+        }
+        written
     }
 
     // ----- Orders -----

@@ -72,7 +72,11 @@ impl PgConn {
     }
 
     pub(crate) fn touch_key(&self, id: &str, now: Timestamp) -> Result<()> {
-        self.execute("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", &[&now.as_millis(), &id])?;
+        // Never back in time, as on SQLite.
+        self.execute(
+            "UPDATE api_keys SET last_used_at = GREATEST(COALESCE(last_used_at, $1), $1) WHERE id = $2",
+            &[&now.as_millis(), &id],
+        )?;
         Ok(())
     }
 

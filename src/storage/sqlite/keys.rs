@@ -82,7 +82,9 @@ impl SqliteConn<'_> {
 
     pub(crate) fn touch_key(&self, id: &str, now: Timestamp) -> Result<()> {
         self.execute(
-            "UPDATE api_keys SET last_used_at = :now WHERE id = :id",
+            // Never back in time: a use kept while the writer was busy can be written after a
+            // later one.
+            "UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, :now), :now) WHERE id = :id",
             named_params! {":now": now.as_millis(), ":id": id},
         )?;
         Ok(())
