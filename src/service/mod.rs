@@ -43,6 +43,14 @@ fn time_ordered_id(now: Timestamp) -> String {
     uuid::Uuid::new_v7(stamp).to_string()
 }
 
+/// Writes each key's last use, in the caller's transaction.
+fn touch_keys(db: &Conn<'_>, uses: &HashMap<String, Timestamp>) -> Result<()> {
+    for (key_id, at) in uses {
+        db.touch_key(key_id, *at)?;
+    }
+    Ok(())
+}
+
 /// The order service for one environment, over one SQLite file.
 ///
 /// `Service` is `Send + Sync`: open it once and share it (`&Service` or `Arc<Service>`)
@@ -413,12 +421,7 @@ impl Service {
         // kept to be written with the next one, or by `record_key_uses`.
         let mut uses = std::mem::take(&mut *self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()));
         uses.insert(key_id.to_string(), now);
-        let written = self.store.try_write(|db| {
-            for (key, at) in &uses {
-                db.touch_key(key, *at)?;
-            }
-            Ok(())
-        });
+        let written = self.store.try_write(|db| touch_keys(db, &uses));
         if !matches!(written, Ok(Some(()))) {
             self.last_used_written.lock().unwrap_or_else(|p| p.into_inner()).remove(key_id);
             self.keep_unwritten_key_uses(uses);
@@ -447,12 +450,7 @@ impl Service {
         if uses.is_empty() {
             return Ok(());
         }
-        let written = self.store.write(|db| {
-            for (key, at) in &uses {
-                db.touch_key(key, *at)?;
-            }
-            Ok(())
-        });
+        let written = self.store.write(|db| touch_keys(db, &uses));
         if written.is_err() {
             self.keep_unwritten_key_uses(uses);
         }
