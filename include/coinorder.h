@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 2
+#define COINORDER_ABI_VERSION 3
 
 /**
  * `PARAMETERS_MISSING`
@@ -193,7 +193,9 @@ coinorder_status coinorder_service_open(const char *target,
 
 /**
  * Closes a service and frees it. NULL is fine. No other call may use `service` during
- * or after this one: close it once every thread is done with it.
+ * or after this one: close it once every thread is done with it. Key uses that requests
+ * could not write while the writer was busy are written first (waiting for the writer up
+ * to `busy_timeout_ms`), so no `last_used_at` is lost.
  */
 void coinorder_service_close(struct coinorder_service *service);
 
@@ -258,6 +260,17 @@ coinorder_status coinorder_key_set_webhook_url(const struct coinorder_service *s
                                                const char *webhook_url,
                                                char **key_json_out,
                                                struct coinorder_error **err);
+
+/**
+ * Gives a key a new webhook signing secret: every delivery from now on (pending ones
+ * too) is signed with it, none with the old one. `*secret_out` gets the new secret (`whsec_…`),
+ * shown this once: store it where the receiver checks signatures, then free it with
+ * `coinorder_string_free`. An unknown id is `KEY_NOT_FOUND`.
+ */
+coinorder_status coinorder_key_rotate_webhook_secret(const struct coinorder_service *service,
+                                                     const char *key_id,
+                                                     char **secret_out,
+                                                     struct coinorder_error **err);
 
 /**
  * Deletes a key for good: its requests fail with `Unauthorized` from now on.
@@ -387,6 +400,28 @@ coinorder_status coinorder_deliver_due(const struct coinorder_service *service,
                                        uint32_t limit,
                                        char **report_json_out,
                                        struct coinorder_error **err);
+
+/**
+ * Moves every order of the service's environment whose quote has run out: NEW →
+ * EXPIRED, PENDING paid short with no payment left to confirm → FAILED, each with its
+ * `order.expired` / `order.failed` event. Run it every few seconds, like
+ * [`coinorder_deliver_due`] (`coinorder serve` runs it every second): an order whose
+ * quote ran out stays NEW until a run finds it. `*report_json_out` gets the counts:
+ * `{"expired","failed"}`.
+ */
+coinorder_status coinorder_expire_due(const struct coinorder_service *service,
+                                      char **report_json_out,
+                                      struct coinorder_error **err);
+
+/**
+ * Queues an event for delivery again, due now, with a fresh retry schedule (the same
+ * `webhook-id` and body): after a receiver was down past the retries, say. An attempt
+ * in flight finishes first; the event is then sent again by the next
+ * [`coinorder_deliver_due`]. An unknown id is `EVENT_NOT_FOUND`.
+ */
+coinorder_status coinorder_redeliver(const struct coinorder_service *service,
+                                     const char *event_id,
+                                     struct coinorder_error **err);
 
 /**
  * Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.

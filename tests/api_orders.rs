@@ -787,3 +787,30 @@ fn reads_go_on_and_writes_answer_503_while_another_process_holds_the_write_lock_
     assert!(last_used(&h.svc).is_some(), "written once the writer was free");
     assert_eq!(h.post(&minimal_order()).status, 201);
 }
+
+#[test]
+fn a_key_use_kept_while_the_writer_was_busy_is_written_when_the_service_is_dropped() {
+    if common::backend::on_postgres() {
+        // PostgreSQL's lock holder locks only `orders`: the key's use is written at once
+        // there, so nothing is kept for the drop to write.
+        return;
+    }
+    let h = harness_with(coinorder::Environment::Sandbox, |config| {
+        config.busy_timeout = std::time::Duration::from_millis(300);
+    });
+    let (key, key_id) = h.new_key(7, coinorder::Environment::Sandbox);
+    let mut holder = RawDb::open(&h.db());
+    holder.hold_write_lock();
+    assert_eq!(get(&h.svc, &key, "/v1/orders").status, 200);
+    holder.batch("ROLLBACK");
+
+    let common::Harness { dir, clock, svc, .. } = h;
+    let kept = svc.list_keys().expect("keys").into_iter().find(|k| k.id == key_id).expect("the fresh key");
+    assert_eq!(kept.last_used_at_ms, None, "not written while the lock was held");
+    drop(svc);
+    let reopened =
+        coinorder::Service::open(common::db_path(&dir), common::config(coinorder::Environment::Sandbox, &clock))
+            .expect("reopen");
+    let written = reopened.list_keys().expect("keys").into_iter().find(|k| k.id == key_id).expect("the fresh key");
+    assert_eq!(written.last_used_at_ms.map(|at| at.as_millis()), Some(common::T0_MS), "the drop wrote the kept use");
+}

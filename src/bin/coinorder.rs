@@ -760,7 +760,7 @@ impl ServeLog {
         self.line(
             "expiry",
             &format!("{} expired, {} failed", report.expired, report.failed),
-            json!({ "expired": report.expired, "failed": report.failed }),
+            coinorder::render::expiry_report(report),
         );
     }
 

@@ -398,6 +398,11 @@ pub fn created_key(created: &CreatedApiKey) -> serde_json::Result<Value> {
     Ok(value)
 }
 
+/// What one expiry run did, as counts: `{"expired","failed"}`.
+pub fn expiry_report(report: &crate::ExpiryReport) -> Value {
+    json!({ "expired": report.expired, "failed": report.failed })
+}
+
 /// What one webhook delivery run did, as counts.
 pub fn delivery_report(report: &DeliveryReport) -> Value {
     json!({

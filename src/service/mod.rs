@@ -93,6 +93,17 @@ pub(crate) fn canonical_order_id(order_id: &str) -> Result<String> {
 /// config does not (DESIGN §11).
 pub const SECRET_KEY_FILE_VARIABLE: &str = "COINORDER_SECRET_KEY_FILE";
 
+/// Dropping the service writes the key uses that requests could not write because the
+/// writer was busy ([`Service::record_key_uses`]), so a host that closes it (a Rust drop,
+/// Python's `close()`, C's `coinorder_close`) loses none. It waits for the writer as any
+/// write does, up to `busy_timeout`; a failure cannot be reported from here, so a host
+/// that wants to know calls `record_key_uses` first.
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _unreportable = self.record_key_uses();
+    }
+}
+
 impl Service {
     /// Opens (creating and migrating if needed) the database at `target` and serves
     /// `config.environment` from it.
@@ -442,9 +453,9 @@ impl Service {
     /// Writes the keys' last-use times (`last_used_at`) that requests could not write
     /// because the writer was busy at the time; it waits for the writer as any write
     /// does. The checkpoint worker ([`Service::start_checkpoint_worker`]) calls it on
-    /// every run and `coinorder serve` once more when it stops; a host without those
-    /// calls it before dropping the service, or leaves it to the next request that
-    /// finds the writer free.
+    /// every run, `coinorder serve` once more when it stops (to log a failure), and
+    /// dropping the service does too; otherwise the next request that finds the writer
+    /// free writes them.
     pub fn record_key_uses(&self) -> Result<()> {
         let uses = std::mem::take(&mut *self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()));
         if uses.is_empty() {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -361,7 +362,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 2);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 3);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -671,6 +672,43 @@ static void test_key_set_webhook_url(void) {
     EXPECT_OK(coinorder_key_set_webhook_url(fx.svc, fx.key_id, NULL, &out, &err));
     CHECK_CONTAINS(out, "\"webhook_url\":null");
     coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+static void test_key_rotate_webhook_secret(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    char *out = SENTINEL;
+
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret(NULL, fx.key_id, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret(fx.svc, NULL, &out, &err), "key_id");
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret(fx.svc, fx.key_id, NULL, &err), "secret_out");
+    EXPECT_BAD_UTF8(coinorder_key_rotate_webhook_secret(fx.svc, BAD_UTF8, &out, &err), "key_id");
+    EXPECT_ERROR(coinorder_key_rotate_webhook_secret(fx.svc, "key_doesnotexist0000", &out, &err), "KEY_NOT_FOUND",
+                 COINORDER_ERROR_KEY_NOT_FOUND, 400, "api key \"key_doesnotexist0000\" not found");
+    CHECK_INT_EQ(coinorder_key_rotate_webhook_secret(fx.svc, "key_doesnotexist0000", &out, NULL), COINORDER_ERROR);
+    CHECK(out == SENTINEL);
+
+    /* A new secret each time, never the one the key was created with. */
+    char *first = NULL;
+    EXPECT_OK(coinorder_key_rotate_webhook_secret(fx.svc, fx.key_id, &first, &err));
+    REQUIRE(first != NULL);
+    CHECK(strncmp(first, "whsec_", 6) == 0);
+    CHECK(strcmp(first, fx.secret) != 0);
+    char *second = NULL;
+    EXPECT_OK(coinorder_key_rotate_webhook_secret(fx.svc, fx.key_id, &second, &err));
+    REQUIRE(second != NULL);
+    CHECK(strncmp(second, "whsec_", 6) == 0);
+    CHECK(strcmp(second, first) != 0);
+
+    /* The key list never shows it. */
+    char *list = NULL;
+    EXPECT_OK(coinorder_key_list(fx.svc, &list, &err));
+    CHECK(list != NULL && strstr(list, second) == NULL && strstr(list, "whsec_") == NULL);
+    coinorder_string_free(list);
+    coinorder_string_free(first);
+    coinorder_string_free(second);
     fixture_close(&fx);
 }
 
@@ -1280,6 +1318,49 @@ static void test_simulate(void) {
     fixture_close(&live);
 }
 
+static void test_expire_due(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    /* Quotes valid for one second, so the test can watch them run out. */
+    REQUIRE(fixture_open(&fx, "{\"rate_limit\":0,\"invoice_ttl\":1}"));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_expire_due(NULL, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_expire_due(fx.svc, NULL, &err), "report_json_out");
+    CHECK_INT_EQ(coinorder_expire_due(NULL, &out, NULL), COINORDER_NULL_ARGUMENT);
+    CHECK(out == SENTINEL);
+
+    char unpaid[128], short_paid[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":10}", unpaid));
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":10}", short_paid));
+    out = NULL;
+    EXPECT_OK(coinorder_simulate(fx.svc, short_paid, "{\"action\":\"partial\"}", &out, &err));
+    coinorder_string_free(out);
+    CHECK_ORDER_STATUS(&fx, short_paid, "PENDING");
+
+    /* Nothing has run out yet. */
+    out = NULL;
+    EXPECT_OK(coinorder_expire_due(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"expired\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    CHECK_ORDER_STATUS(&fx, unpaid, "NEW");
+
+    struct timespec past_the_quote = {1, 200 * 1000 * 1000};
+    nanosleep(&past_the_quote, NULL);
+    out = NULL;
+    EXPECT_OK(coinorder_expire_due(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"expired\":1,\"failed\":1}");
+    coinorder_string_free(out);
+    CHECK_ORDER_STATUS(&fx, unpaid, "EXPIRED");
+    CHECK_ORDER_STATUS(&fx, short_paid, "FAILED");
+
+    /* Each order moves once. */
+    out = NULL;
+    EXPECT_OK(coinorder_expire_due(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"expired\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
 static void test_deliver_due(void) {
     coinorder_error *err;
     struct fixture fx;
@@ -1331,6 +1412,41 @@ static void test_deliver_due(void) {
     coinorder_string_free(out);
     out = NULL;
     EXPECT_OK(coinorder_deliver_due(fx.svc, 0xffffffffu, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":1,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":1}");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
+static void test_redeliver(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    EXPECT_NULL_ARG(coinorder_redeliver(NULL, "msg_x", &err), "service");
+    EXPECT_NULL_ARG(coinorder_redeliver(fx.svc, NULL, &err), "event_id");
+    EXPECT_BAD_UTF8(coinorder_redeliver(fx.svc, BAD_UTF8, &err), "event_id");
+    EXPECT_ERROR(coinorder_redeliver(fx.svc, "msg_doesnotexist", &err), "EVENT_NOT_FOUND",
+                 COINORDER_ERROR_EVENT_NOT_FOUND, 400, "event_id: no event \"msg_doesnotexist\"");
+    CHECK_INT_EQ(coinorder_redeliver(fx.svc, "msg_doesnotexist", NULL), COINORDER_ERROR);
+
+    /* An event sent once (no target), then queued again and sent again. */
+    char order_id[128], event_id[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":6}", order_id));
+    char *out = NULL;
+    EXPECT_OK(coinorder_simulate(fx.svc, order_id, "{\"action\":\"cancel\"}", &out, &err));
+    REQUIRE(json_str(out, "event_id", event_id, sizeof event_id));
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_deliver_due(fx.svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":1,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":1}");
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_deliver_due(fx.svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":0,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":0}");
+    coinorder_string_free(out);
+
+    EXPECT_OK(coinorder_redeliver(fx.svc, event_id, &err));
+    out = NULL;
+    EXPECT_OK(coinorder_deliver_due(fx.svc, 10, &out, &err));
     CHECK_STR_EQ(out, "{\"attempted\":1,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":1}");
     coinorder_string_free(out);
     fixture_close(&fx);
@@ -2025,6 +2141,7 @@ int main(void) {
         {"key_list", test_key_list},
         {"key_set_active", test_key_set_active},
         {"key_set_webhook_url", test_key_set_webhook_url},
+        {"key_rotate_webhook_secret", test_key_rotate_webhook_secret},
         {"key_delete", test_key_delete},
         {"order_create", test_order_create},
         {"order_get", test_order_get},
@@ -2033,7 +2150,9 @@ int main(void) {
         {"order_mark_paid", test_order_mark_paid},
         {"payment_record, confirm, reject", test_payments},
         {"simulate (sandbox and live)", test_simulate},
+        {"expire_due: NEW -> EXPIRED, PENDING short -> FAILED", test_expire_due},
         {"deliver_due without a webhook url", test_deliver_due},
+        {"redeliver: an event sent again", test_redeliver},
         {"rate_set, rate_list (live quotes with them)", test_rates},
         {"wallet_set, wallet_address: invoices get the derived addresses", test_wallet_set_and_address},
         {"wallet_set refuses a private key without echoing it", test_wallet_refuses_a_private_key},

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from typing import ContextManager
 from decimal import Decimal
 from pathlib import Path
 
@@ -87,3 +89,34 @@ def new_order(svc: coinorder.Service, merchant: coinorder.Merchant) -> Callable[
         return svc.create_order(merchant, currency="USD", amount=amount, **fields)
 
     return make
+
+
+# Another process holds the write lock: file locks are per process, so a second SQLite
+# library in this one (Python's sqlite3) would not be seen as another writer at all.
+_WRITE_LOCK_HOLDER = (
+    "import sqlite3, sys\n"
+    "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "c.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+    "c.execute('ROLLBACK')\n"
+)
+
+
+@pytest.fixture
+def hold_write_lock() -> Callable[[str], ContextManager[None]]:
+    """`with hold_write_lock(path):` runs its block while another process holds the
+    SQLite file's write lock, and releases it at the end."""
+
+    @contextlib.contextmanager
+    def holding(path: str) -> Iterator[None]:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _WRITE_LOCK_HOLDER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            yield
+        finally:
+            holder.communicate(timeout=10)
+
+    return holding

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import ContextManager
 
 import pytest
 
@@ -73,33 +73,19 @@ def test_api_limit_exceeded_for_the_rate_limit(tmp_path: Path) -> None:
         check(caught.value, coinorder.ApiLimitExceeded)
 
 
-def test_service_unavailable_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+def test_service_unavailable_while_another_process_holds_the_write_lock(
+    tmp_path: Path, hold_write_lock: Callable[[str], ContextManager[None]]
+) -> None:
     path = str(tmp_path / "locked.db")
-    # Another process: file locks are per process, so a second SQLite library in this one
-    # (Python's sqlite3) would not be seen as another writer at all.
-    holder_code = (
-        "import sqlite3, sys\n"
-        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "c.execute('BEGIN IMMEDIATE')\n"
-        "print('locked', flush=True)\n"
-        "sys.stdin.read()\n"
-        "c.execute('ROLLBACK')\n"
-    )
     with coinorder.Service.open(path, busy_timeout_ms=200) as svc:
         key = svc.create_key(1).plain_key
         merchant = svc.authenticate(key)
-        holder = subprocess.Popen(
-            [sys.executable, "-c", holder_code, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with hold_write_lock(path):
             with pytest.raises(coinorder.ServiceUnavailable) as caught:
                 svc.create_order(merchant, currency="USD", amount=1)
             check(caught.value, coinorder.ServiceUnavailable)
             # Reads go on while the lock is held.
             assert svc.list_orders(merchant).orders == []
-        finally:
-            holder.communicate(timeout=10)
         svc.create_order(merchant, currency="USD", amount=1)
 
 

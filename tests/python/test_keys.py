@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import ContextManager
 
 import pytest
 
@@ -160,3 +163,20 @@ def test_keys_and_merchants_are_immutable(svc: coinorder.Service) -> None:
             setattr(obj, name, value)
     assert created.key.status == "active" and merchant.user_id == 1
     assert merchant.to_dict()["key_id"] == created.key.id
+
+
+def test_a_key_use_kept_while_the_writer_was_busy_is_written_by_close(
+    tmp_path: Path, hold_write_lock: Callable[[str], ContextManager[None]]
+) -> None:
+    path = str(tmp_path / "busy.db")
+    svc = coinorder.Service.open(path, busy_timeout_ms=200)
+    created = svc.create_key(1)
+    with hold_write_lock(path):
+        svc.authenticate(created.plain_key)  # the use cannot be written now: it is kept
+        (kept,) = svc.list_keys()
+        assert kept.last_used_at is None
+    svc.close()
+    with coinorder.Service.open(path) as reopened:
+        (written,) = reopened.list_keys()
+        assert written.last_used_at is not None
+        assert_utc(written.last_used_at)

@@ -162,3 +162,25 @@ def test_the_orders_webhook_url_wins_over_the_keys(svc: coinorder.Service, recei
     assert sum(delivered) == 2 and delivered[-1] == 0
     types = [coinorder.verify_webhook(key.webhook_secret, h, b)["type"] for h, b in receiver.received]
     assert types == ["order.pending", "order.paid"]
+
+
+def test_redeliver_sends_a_delivered_event_again_with_the_same_id(svc: coinorder.Service, receiver: Receiver) -> None:
+    key = svc.create_key(1, webhook_url=receiver.url)
+    merchant = svc.authenticate(key.plain_key)
+    order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+    (event,) = svc.simulate(order_id, "cancel").events
+    assert svc.deliver_due().delivered == 1
+    assert svc.deliver_due().attempted == 0  # delivered: nothing due
+
+    svc.redeliver(event.event_id)
+    assert svc.deliver_due().delivered == 1
+    assert len(receiver.received) == 2
+    first, again = ({name.lower(): value for name, value in headers.items()} for headers, _ in receiver.received)
+    assert first["webhook-id"] == again["webhook-id"] == event.event_id
+    assert receiver.received[0][1] == receiver.received[1][1]  # the same body
+    assert coinorder.verify_webhook(key.webhook_secret, receiver.received[1][0], receiver.received[1][1])
+
+    with pytest.raises(coinorder.EventNotFound) as caught:
+        svc.redeliver("msg_doesnotexist")
+    assert caught.value.error_code == "EVENT_NOT_FOUND"
+    assert caught.value.http_status == 400

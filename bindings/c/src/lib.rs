@@ -28,7 +28,7 @@ pub use ffi::{coinorder_error, coinorder_status};
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 2;
+pub const COINORDER_ABI_VERSION: u32 = 3;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -87,7 +87,9 @@ pub unsafe extern "C" fn coinorder_service_open(
 }
 
 /// Closes a service and frees it. NULL is fine. No other call may use `service` during
-/// or after this one: close it once every thread is done with it.
+/// or after this one: close it once every thread is done with it. Key uses that requests
+/// could not write while the writer was busy are written first (waiting for the writer up
+/// to `busy_timeout_ms`), so no `last_used_at` is lost.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_service_close(service: *mut coinorder_service) {
     if !service.is_null() {
@@ -225,6 +227,24 @@ pub unsafe extern "C" fn coinorder_key_set_webhook_url(
         let service = service_ref(service)?;
         let key = service.set_key_webhook_url(text(key_id, "key_id")?, opt_text(webhook_url, "webhook_url")?)?;
         json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+    })
+}
+
+/// Gives a key a new webhook signing secret: every delivery from now on (pending ones
+/// too) is signed with it, none with the old one. `*secret_out` gets the new secret (`whsec_…`),
+/// shown this once: store it where the receiver checks signatures, then free it with
+/// `coinorder_string_free`. An unknown id is `KEY_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_rotate_webhook_secret(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    secret_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(secret_out, "secret_out")?;
+        let secret = service_ref(service)?.rotate_key_webhook_secret(text(key_id, "key_id")?)?;
+        out(secret_out, "secret_out", ffi::c_string(secret.expose().to_string())?.into_raw())
     })
 }
 
@@ -457,6 +477,39 @@ pub unsafe extern "C" fn coinorder_deliver_due(
         let report = service_ref(service)?.deliver_due(limit)?;
         json_out(report_json_out, "report_json_out", &render::delivery_report(&report))
     })
+}
+
+/// Moves every order of the service's environment whose quote has run out: NEW →
+/// EXPIRED, PENDING paid short with no payment left to confirm → FAILED, each with its
+/// `order.expired` / `order.failed` event. Run it every few seconds, like
+/// [`coinorder_deliver_due`] (`coinorder serve` runs it every second): an order whose
+/// quote ran out stays NEW until a run finds it. `*report_json_out` gets the counts:
+/// `{"expired","failed"}`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_expire_due(
+    service: *const coinorder_service,
+    report_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(report_json_out, "report_json_out")?;
+        let service = service_ref(service)?;
+        let report = service.expire_due(service.now())?;
+        json_out(report_json_out, "report_json_out", &render::expiry_report(&report))
+    })
+}
+
+/// Queues an event for delivery again, due now, with a fresh retry schedule (the same
+/// `webhook-id` and body): after a receiver was down past the retries, say. An attempt
+/// in flight finishes first; the event is then sent again by the next
+/// [`coinorder_deliver_due`]. An unknown id is `EVENT_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_redeliver(
+    service: *const coinorder_service,
+    event_id: *const c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || Ok(service_ref(service)?.redeliver(text(event_id, "event_id")?)?))
 }
 
 /// Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.

@@ -672,7 +672,9 @@ impl Service {
         Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment })
     }
 
-    /// Closes the service; later calls raise `ValueError`. Calling it twice is fine.
+    /// Closes the service; later calls raise `ValueError`. Calling it twice is fine. Key
+    /// uses that requests could not write while the writer was busy are written first, so
+    /// no `last_used_at` is lost.
     fn close(&self, py: Python<'_>) {
         let taken = self.inner.lock().ok().and_then(|mut guard| guard.take());
         // The database closes when the last call in flight on another thread finishes.
@@ -925,6 +927,15 @@ impl Service {
             failed: report.failed,
             no_target: report.no_target,
         })
+    }
+
+    /// Queues an event for delivery again, due now, with a fresh retry schedule (the same
+    /// `webhook-id` and body): after a receiver was down past the retries, say. An
+    /// attempt in flight finishes first; the event is then sent again. Unknown id:
+    /// `EventNotFound`.
+    fn redeliver(&self, py: Python<'_>, event_id: String) -> PyResult<()> {
+        let core = self.core()?;
+        detached(py, move || core.redeliver(&event_id))
     }
 
     /// One pass of the chain watchers configured (`esplora_url`, `ethereum_rpc_url`):
