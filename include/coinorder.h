@@ -377,6 +377,18 @@ coinorder_status coinorder_payment_reject(const struct coinorder_service *servic
                                           struct coinorder_error **err);
 
 /**
+ * Every payment recorded for an order, oldest first. `*payments_json_out` gets a JSON
+ * array of `{"txid","amount","currency","state","counts","seen_at","settled_at"}`
+ * (`state` is `unconfirmed`, `confirmed` or `rejected`; `counts` is false for a payment
+ * first seen after the quote ended, which pays nothing by itself; `settled_at` is null
+ * while unconfirmed). An unknown order is `ORDER_NOT_VALID`.
+ */
+coinorder_status coinorder_order_payments(const struct coinorder_service *service,
+                                          const char *order_id,
+                                          char **payments_json_out,
+                                          struct coinorder_error **err);
+
+/**
  * Runs one sandbox simulation step on an order (a sandbox service only; on live it fails
  * with `Not Found`). `action_json` is the body of `POST /v1/orders/<id>/simulate`:
  * `{"action":"pay"}` (also `partial`, `confirm`, `reject`, `cancel`, `expire`; `pay` and

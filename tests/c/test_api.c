@@ -1248,6 +1248,35 @@ static void test_payments(void) {
     CHECK_CONTAINS(out, "\"status\":\"PAID\"");
     coinorder_string_free(out);
     CHECK_ORDER_STATUS(&fx, third, "PAID");
+
+    /* order_payments: each order's payments, oldest first, with their states. */
+    out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_order_payments(NULL, second, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_order_payments(fx.svc, NULL, &out, &err), "order_id");
+    EXPECT_NULL_ARG(coinorder_order_payments(fx.svc, second, NULL, &err), "payments_json_out");
+    EXPECT_BAD_UTF8(coinorder_order_payments(fx.svc, BAD_UTF8, &out, &err), "order_id");
+    EXPECT_ERROR(coinorder_order_payments(fx.svc, "no-such-order", &out, &err), "ORDER_NOT_VALID",
+                 COINORDER_ERROR_ORDER_NOT_VALID, 400, "order not found");
+    CHECK(out == SENTINEL);
+    out = NULL;
+    EXPECT_OK(coinorder_order_payments(fx.svc, second, &out, &err));
+    CHECK_CONTAINS(out, "[{\"txid\":\"tx_c_abi_0002\",\"amount\":");
+    CHECK_CONTAINS(out, "\"state\":\"rejected\"");
+    CHECK_CONTAINS(out, "\"counts\":true"); /* seen while the quote was open */
+    CHECK_INT_EQ(count_of(out, "\"txid\""), 1);
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_order_payments(fx.svc, third, &out, &err));
+    CHECK_CONTAINS(out, "\"txid\":\"tx_c_abi_0003\"");
+    CHECK_CONTAINS(out, "\"state\":\"confirmed\"");
+    CHECK_CONTAINS(out, "\"settled_at\":\"");
+    coinorder_string_free(out);
+    char unpaid[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":3,\"merchant_order_id\":\"pay-4\"}", unpaid));
+    out = NULL;
+    EXPECT_OK(coinorder_order_payments(fx.svc, unpaid, &out, &err));
+    CHECK_STR_EQ(out, "[]");
+    coinorder_string_free(out);
     fixture_close(&fx);
 }
 
@@ -2148,7 +2177,7 @@ int main(void) {
         {"order_list", test_order_list},
         {"order_cancel", test_order_cancel},
         {"order_mark_paid", test_order_mark_paid},
-        {"payment_record, confirm, reject", test_payments},
+        {"payment_record, confirm, reject; order_payments", test_payments},
         {"simulate (sandbox and live)", test_simulate},
         {"expire_due: NEW -> EXPIRED, PENDING short -> FAILED", test_expire_due},
         {"deliver_due without a webhook url", test_deliver_due},

@@ -435,6 +435,26 @@ pub unsafe extern "C" fn coinorder_payment_reject(
     })
 }
 
+/// Every payment recorded for an order, oldest first. `*payments_json_out` gets a JSON
+/// array of `{"txid","amount","currency","state","counts","seen_at","settled_at"}`
+/// (`state` is `unconfirmed`, `confirmed` or `rejected`; `counts` is false for a payment
+/// first seen after the quote ended, which pays nothing by itself; `settled_at` is null
+/// while unconfirmed). An unknown order is `ORDER_NOT_VALID`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_order_payments(
+    service: *const coinorder_service,
+    order_id: *const c_char,
+    payments_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(payments_json_out, "payments_json_out")?;
+        let payments = service_ref(service)?.order_payments(text(order_id, "order_id")?)?;
+        let rendered = payments.iter().map(render::payment).collect();
+        json_out(payments_json_out, "payments_json_out", &Value::Array(rendered))
+    })
+}
+
 /// Runs one sandbox simulation step on an order (a sandbox service only; on live it fails
 /// with `Not Found`). `action_json` is the body of `POST /v1/orders/<id>/simulate`:
 /// `{"action":"pay"}` (also `partial`, `confirm`, `reject`, `cancel`, `expire`; `pay` and
