@@ -262,6 +262,27 @@ coinorder_status coinorder_key_set_webhook_url(const struct coinorder_service *s
                                                struct coinorder_error **err);
 
 /**
+ * One key by id. `*key_json_out` gets the key as stored (never the plain key or its
+ * secret). An unknown id is `KEY_NOT_FOUND`.
+ */
+coinorder_status coinorder_key_get(const struct coinorder_service *service,
+                                   const char *key_id,
+                                   char **key_json_out,
+                                   struct coinorder_error **err);
+
+/**
+ * Sets the merchant's name the payment page shows above the titles of this key's orders
+ * (1 to 80 characters, no control characters), or clears it when `display_name` is
+ * NULL. `*key_json_out` gets the key as stored now. A name out of bounds is
+ * `PARAMETERS_MISSING` naming `display_name`; an unknown id is `KEY_NOT_FOUND`.
+ */
+coinorder_status coinorder_key_set_display_name(const struct coinorder_service *service,
+                                                const char *key_id,
+                                                const char *display_name,
+                                                char **key_json_out,
+                                                struct coinorder_error **err);
+
+/**
  * Gives a key a new webhook signing secret: every delivery from now on (pending ones
  * too) is signed with it, none with the old one. `*secret_out` gets the new secret (`whsec_…`),
  * shown this once: store it where the receiver checks signatures, then free it with

@@ -675,6 +675,57 @@ static void test_key_set_webhook_url(void) {
     fixture_close(&fx);
 }
 
+static void test_key_get_and_display_name(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_key_get(NULL, fx.key_id, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_key_get(fx.svc, NULL, &out, &err), "key_id");
+    EXPECT_NULL_ARG(coinorder_key_get(fx.svc, fx.key_id, NULL, &err), "key_json_out");
+    EXPECT_BAD_UTF8(coinorder_key_get(fx.svc, BAD_UTF8, &out, &err), "key_id");
+    EXPECT_ERROR(coinorder_key_get(fx.svc, "key_doesnotexist0000", &out, &err), "KEY_NOT_FOUND",
+                 COINORDER_ERROR_KEY_NOT_FOUND, 400, "api key \"key_doesnotexist0000\" not found");
+    EXPECT_NULL_ARG(coinorder_key_set_display_name(NULL, fx.key_id, "Shop", &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_key_set_display_name(fx.svc, NULL, "Shop", &out, &err), "key_id");
+    EXPECT_NULL_ARG(coinorder_key_set_display_name(fx.svc, fx.key_id, "Shop", NULL, &err), "key_json_out");
+    EXPECT_BAD_UTF8(coinorder_key_set_display_name(fx.svc, BAD_UTF8, "Shop", &out, &err), "key_id");
+    EXPECT_BAD_UTF8(coinorder_key_set_display_name(fx.svc, fx.key_id, BAD_UTF8, &out, &err), "display_name");
+    EXPECT_ERROR(coinorder_key_set_display_name(fx.svc, "key_doesnotexist0000", "Shop", &out, &err), "KEY_NOT_FOUND",
+                 COINORDER_ERROR_KEY_NOT_FOUND, 400, "api key \"key_doesnotexist0000\" not found");
+    EXPECT_ERROR(coinorder_key_set_display_name(fx.svc, fx.key_id, "  ", &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "display_name: must not be empty (clear it instead)");
+    char long_name[82];
+    memset(long_name, 'n', 81);
+    long_name[81] = '\0';
+    EXPECT_ERROR(coinorder_key_set_display_name(fx.svc, fx.key_id, long_name, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "display_name: at most 80 characters");
+    CHECK(out == SENTINEL);
+
+    out = NULL;
+    EXPECT_OK(coinorder_key_get(fx.svc, fx.key_id, &out, &err));
+    CHECK_CONTAINS(out, fx.key_id);
+    CHECK_CONTAINS(out, "\"display_name\":null");
+    CHECK(strstr(out, fx.key) == NULL && strstr(out, "whsec_") == NULL);
+    coinorder_string_free(out);
+
+    out = NULL;
+    EXPECT_OK(coinorder_key_set_display_name(fx.svc, fx.key_id, "Ada's Mugs", &out, &err));
+    CHECK_CONTAINS(out, "\"display_name\":\"Ada's Mugs\"");
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_key_get(fx.svc, fx.key_id, &out, &err));
+    CHECK_CONTAINS(out, "\"display_name\":\"Ada's Mugs\"");
+    coinorder_string_free(out);
+
+    /* NULL clears it. */
+    out = NULL;
+    EXPECT_OK(coinorder_key_set_display_name(fx.svc, fx.key_id, NULL, &out, &err));
+    CHECK_CONTAINS(out, "\"display_name\":null");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+}
+
 static void test_key_rotate_webhook_secret(void) {
     coinorder_error *err;
     struct fixture fx;
@@ -2170,6 +2221,7 @@ int main(void) {
         {"key_list", test_key_list},
         {"key_set_active", test_key_set_active},
         {"key_set_webhook_url", test_key_set_webhook_url},
+        {"key_get, key_set_display_name", test_key_get_and_display_name},
         {"key_rotate_webhook_secret", test_key_rotate_webhook_secret},
         {"key_delete", test_key_delete},
         {"order_create", test_order_create},

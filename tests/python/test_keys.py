@@ -180,3 +180,30 @@ def test_a_key_use_kept_while_the_writer_was_busy_is_written_by_close(
         (written,) = reopened.list_keys()
         assert written.last_used_at is not None
         assert_utc(written.last_used_at)
+
+
+def test_get_key_and_the_display_name_the_payment_page_shows(svc: coinorder.Service) -> None:
+    created = svc.create_key(3)
+    key = svc.get_key(created.key.id)
+    assert key.id == created.key.id and key.user_id == 3
+    assert key.display_name is None
+    assert key.to_dict()["display_name"] is None
+
+    named = svc.set_key_display_name(created.key.id, "Ada Mugs Ltd")
+    assert named.display_name == "Ada Mugs Ltd"
+    assert svc.get_key(created.key.id).display_name == "Ada Mugs Ltd"
+    merchant = svc.authenticate(created.plain_key)
+    order_id = svc.create_order(merchant, currency="USD", amount=4, title="Mug").order.order_id
+    page = svc.handle("GET", f"/pay?id={order_id}")
+    assert page.status == 200
+    assert b"Ada Mugs Ltd" in page.body
+
+    for bad, message in (("  ", "display_name: must not be empty"), ("n" * 81, "display_name: at most 80 characters")):
+        with pytest.raises(coinorder.ParametersMissing) as caught:
+            svc.set_key_display_name(created.key.id, bad)
+        assert caught.value.message.startswith(message)
+    assert svc.set_key_display_name(created.key.id, None).display_name is None
+    with pytest.raises(coinorder.KeyNotFound):
+        svc.get_key("key_doesnotexist0000")
+    with pytest.raises(coinorder.KeyNotFound):
+        svc.set_key_display_name("key_doesnotexist0000", "x")

@@ -230,6 +230,43 @@ pub unsafe extern "C" fn coinorder_key_set_webhook_url(
     })
 }
 
+/// One key by id. `*key_json_out` gets the key as stored (never the plain key or its
+/// secret). An unknown id is `KEY_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_get(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    key_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(key_json_out, "key_json_out")?;
+        let key = service_ref(service)?.get_key(text(key_id, "key_id")?)?;
+        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+    })
+}
+
+/// Sets the merchant's name the payment page shows above the titles of this key's orders
+/// (1 to 80 characters, no control characters), or clears it when `display_name` is
+/// NULL. `*key_json_out` gets the key as stored now. A name out of bounds is
+/// `PARAMETERS_MISSING` naming `display_name`; an unknown id is `KEY_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_set_display_name(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    display_name: *const c_char,
+    key_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(key_json_out, "key_json_out")?;
+        let service = service_ref(service)?;
+        let name = opt_text(display_name, "display_name")?;
+        let key = service.set_key_display_name(text(key_id, "key_id")?, name)?;
+        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+    })
+}
+
 /// Gives a key a new webhook signing secret: every delivery from now on (pending ones
 /// too) is signed with it, none with the old one. `*secret_out` gets the new secret (`whsec_…`),
 /// shown this once: store it where the receiver checks signatures, then free it with

@@ -211,6 +211,8 @@ record! {
         created_at => |py, k| datetime(py, k.created_at_ms),
         /// When it last authenticated a request, or None.
         last_used_at => |py, k| opt_datetime(py, k.last_used_at_ms),
+        /// The merchant's name the payment page shows above the key's orders, or None.
+        display_name => |py, k| value(py, &k.display_name),
     }
 }
 
@@ -746,6 +748,19 @@ impl Service {
     fn set_key_webhook_url(&self, py: Python<'_>, id: String, url: Option<String>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
         ApiKey::object(py, detached(py, move || core.set_key_webhook_url(&id, url.as_deref()))?)
+    }
+
+    /// One key by id; unknown: `KeyNotFound`.
+    fn get_key(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
+        let core = self.core()?;
+        ApiKey::object(py, detached(py, move || core.get_key(&id))?)
+    }
+
+    /// Sets the merchant's name the payment page shows above the titles of this key's
+    /// orders (1 to 80 characters, no control characters), or clears it with None.
+    fn set_key_display_name(&self, py: Python<'_>, id: String, name: Option<String>) -> PyResult<Py<PyAny>> {
+        let core = self.core()?;
+        ApiKey::object(py, detached(py, move || core.set_key_display_name(&id, name.as_deref()))?)
     }
 
     /// Gives a key a new webhook signing secret and returns it (shown this once).
