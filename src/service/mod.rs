@@ -95,7 +95,7 @@ pub const SECRET_KEY_FILE_VARIABLE: &str = "COINORDER_SECRET_KEY_FILE";
 
 /// Dropping the service writes the key uses that requests could not write because the
 /// writer was busy ([`Service::record_key_uses`]), so a host that closes it (a Rust drop,
-/// Python's `close()`, C's `coinorder_close`) loses none. It waits for the writer as any
+/// Python's `close()`, C's `coinorder_service_close`) loses none. It waits for the writer as any
 /// write does, up to `busy_timeout`; a failure cannot be reported from here, so a host
 /// that wants to know calls `record_key_uses` first.
 impl Drop for Service {
