@@ -208,8 +208,17 @@ pub unsafe extern "C" fn coinorder_key_set_active(
         let service = service_ref(service)?;
         let key_id = text(key_id, "key_id")?;
         let key = if active { service.activate_key(key_id)? } else { service.deactivate_key(key_id)? };
-        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+        key_out(key_json_out, &key)
     })
+}
+
+/// Hands a key as stored (never the plain key or its secret) to the caller through
+/// `key_json_out`, the one shape every key call returns.
+///
+/// # Safety
+/// `key_json_out` is NULL or writable.
+unsafe fn key_out(key_json_out: *mut *mut c_char, key: &coinorder::ApiKey) -> Result<(), CallError> {
+    json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
 }
 
 /// Sets a key's webhook URL, or clears it when `webhook_url` is NULL. `*key_json_out`
@@ -226,7 +235,7 @@ pub unsafe extern "C" fn coinorder_key_set_webhook_url(
         need(key_json_out, "key_json_out")?;
         let service = service_ref(service)?;
         let key = service.set_key_webhook_url(text(key_id, "key_id")?, opt_text(webhook_url, "webhook_url")?)?;
-        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+        key_out(key_json_out, &key)
     })
 }
 
@@ -242,7 +251,7 @@ pub unsafe extern "C" fn coinorder_key_get(
     guard(err, || {
         need(key_json_out, "key_json_out")?;
         let key = service_ref(service)?.get_key(text(key_id, "key_id")?)?;
-        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+        key_out(key_json_out, &key)
     })
 }
 
@@ -263,7 +272,7 @@ pub unsafe extern "C" fn coinorder_key_set_display_name(
         let service = service_ref(service)?;
         let name = opt_text(display_name, "display_name")?;
         let key = service.set_key_display_name(text(key_id, "key_id")?, name)?;
-        json_out(key_json_out, "key_json_out", &serde_json::to_value(key).map_err(CallError::render)?)
+        key_out(key_json_out, &key)
     })
 }
 
