@@ -457,6 +457,21 @@ coinorder_status coinorder_redeliver(const struct coinorder_service *service,
                                      struct coinorder_error **err);
 
 /**
+ * An order's events with their webhook delivery, oldest first: what a merchant's support
+ * looks at when a webhook did not arrive. `*deliveries_json_out` gets a JSON array of the
+ * events (`event_id`, `type`, `sequence`, `previous_status`, `status`, `created_at`,
+ * `order_id`, `payload`: the exact body sent), each with `"delivery"`: `state`
+ * (`pending`, `delivered`, `failed`, `no_target`), `attempts`, `next_attempt_at`,
+ * `delivered_at`, `last_error` and `log`, every attempt with its `url`, `started_at`,
+ * HTTP `status`, `latency_ms`, `response_excerpt` and `error`. An unknown order is
+ * `ORDER_NOT_VALID`.
+ */
+coinorder_status coinorder_event_deliveries(const struct coinorder_service *service,
+                                            const char *order_id,
+                                            char **deliveries_json_out,
+                                            struct coinorder_error **err);
+
+/**
  * Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.
  * `"USD"`) in the service's environment: `rate` is exact decimal text, fiat units per
  * one coin, e.g. `"64250.5"`. A live service quotes orders only in coins that have a

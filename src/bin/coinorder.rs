@@ -1724,7 +1724,7 @@ fn webhooks(ctx: &Ctx, command: WebhooksCommand) -> CliResult<()> {
                 .iter()
                 .filter(|d| event_type.is_none_or(|wanted| d.event.event_type == wanted))
                 .filter(|d| state.is_none_or(|wanted| d.state == wanted))
-                .map(|d| if full { delivery_json(d) } else { delivery_line(d) })
+                .map(|d| if full { render::event_delivery(d) } else { delivery_line(d) })
                 .collect();
             return print_rows(
                 &rows,
@@ -1748,7 +1748,7 @@ fn webhooks(ctx: &Ctx, command: WebhooksCommand) -> CliResult<()> {
                 .iter()
                 .find(|d| d.event.event_id == event_id)
                 .ok_or_else(|| format!("event {event_id} vanished while being queued"))?;
-            delivery_json(delivery)
+            render::event_delivery(delivery)
         }
         WebhooksCommand::Deliver { limit, .. } => {
             let webhooks = service.deliver_due(count(limit)).map_err(fail)?;
@@ -1875,39 +1875,6 @@ fn forward(service: &Service, agent: &ureq::Agent, url: &str, event: &coinorder:
 /// A `--limit` as a count (the parser bounds it far below `usize::MAX`).
 fn count(limit: u64) -> usize {
     usize::try_from(limit).unwrap_or(usize::MAX)
-}
-
-/// An event with its delivery state and attempt log. The payload is the exact body
-/// sent; nothing here is secret (signatures and keys are never stored in the log).
-fn delivery_json(delivery: &EventDelivery) -> Value {
-    let mut value = render::event(&delivery.event);
-    value["order_id"] = Value::from(delivery.event.order_id.as_str());
-    let log: Vec<Value> = delivery
-        .log
-        .iter()
-        .map(|attempt| {
-            json!({
-                "attempt": attempt.attempt,
-                "url": attempt.url,
-                "started_at": attempt.started_at.to_iso(),
-                "status": attempt.status,
-                "latency_ms": attempt.latency_ms,
-                "response_excerpt": attempt.response_excerpt,
-                "error": attempt.error,
-            })
-        })
-        .collect();
-    value["delivery"] = json!({
-        "state": delivery.state.as_str(),
-        "attempts": delivery.attempts,
-        "next_attempt_at": (delivery.state == DeliveryState::Pending).then(|| delivery.next_attempt_at.to_iso()),
-        "delivered_at": delivery.delivered_at.map(Timestamp::to_iso),
-        "last_error": delivery.last_error,
-        "log": log,
-    });
-    value["payload"] =
-        serde_json::from_str(&delivery.event.payload).unwrap_or_else(|_| Value::from(delivery.event.payload.as_str()));
-    value
 }
 
 /// An event with the gist of its delivery, for one line of `webhooks list`: state,

@@ -8,7 +8,7 @@ mod json_text;
 
 use serde_json::{json, Map, Value};
 
-use crate::delivery::DeliveryReport;
+use crate::delivery::{DeliveryReport, DeliveryState, EventDelivery};
 use crate::keys::CreatedApiKey;
 use crate::lifecycle::EventType;
 use crate::money::to_json_number;
@@ -396,6 +396,39 @@ pub fn created_key(created: &CreatedApiKey) -> serde_json::Result<Value> {
     value["key"] = Value::from(created.plain_key.expose());
     value["webhook_secret"] = Value::from(created.webhook_secret.expose());
     Ok(value)
+}
+
+/// An event with its delivery state and attempt log. The payload is the exact body
+/// sent; nothing here is secret (signatures and keys are never stored in the log).
+pub fn event_delivery(delivery: &EventDelivery) -> Value {
+    let mut value = event(&delivery.event);
+    value["order_id"] = Value::from(delivery.event.order_id.as_str());
+    let log: Vec<Value> = delivery
+        .log
+        .iter()
+        .map(|attempt| {
+            json!({
+                "attempt": attempt.attempt,
+                "url": attempt.url,
+                "started_at": attempt.started_at.to_iso(),
+                "status": attempt.status,
+                "latency_ms": attempt.latency_ms,
+                "response_excerpt": attempt.response_excerpt,
+                "error": attempt.error,
+            })
+        })
+        .collect();
+    value["delivery"] = json!({
+        "state": delivery.state.as_str(),
+        "attempts": delivery.attempts,
+        "next_attempt_at": (delivery.state == DeliveryState::Pending).then(|| delivery.next_attempt_at.to_iso()),
+        "delivered_at": delivery.delivered_at.map(Timestamp::to_iso),
+        "last_error": delivery.last_error,
+        "log": log,
+    });
+    value["payload"] =
+        serde_json::from_str(&delivery.event.payload).unwrap_or_else(|_| Value::from(delivery.event.payload.as_str()));
+    value
 }
 
 /// What one expiry run did, as counts: `{"expired","failed"}`.

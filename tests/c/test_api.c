@@ -1529,6 +1529,26 @@ static void test_redeliver(void) {
     EXPECT_OK(coinorder_deliver_due(fx.svc, 10, &out, &err));
     CHECK_STR_EQ(out, "{\"attempted\":1,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":1}");
     coinorder_string_free(out);
+
+    /* event_deliveries: the order's one event, where its delivery stands, and its body. */
+    out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_event_deliveries(NULL, order_id, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_event_deliveries(fx.svc, NULL, &out, &err), "order_id");
+    EXPECT_NULL_ARG(coinorder_event_deliveries(fx.svc, order_id, NULL, &err), "deliveries_json_out");
+    EXPECT_BAD_UTF8(coinorder_event_deliveries(fx.svc, BAD_UTF8, &out, &err), "order_id");
+    EXPECT_ERROR(coinorder_event_deliveries(fx.svc, "no-such-order", &out, &err), "ORDER_NOT_VALID",
+                 COINORDER_ERROR_ORDER_NOT_VALID, 400, "order not found");
+    CHECK(out == SENTINEL);
+    out = NULL;
+    EXPECT_OK(coinorder_event_deliveries(fx.svc, order_id, &out, &err));
+    CHECK_CONTAINS(out, event_id);
+    CHECK_CONTAINS(out, "\"type\":\"order.cancelled\"");
+    CHECK_CONTAINS(out, "\"delivery\":{");
+    CHECK_CONTAINS(out, "\"state\":\"no_target\"");
+    CHECK_CONTAINS(out, "\"log\":[]");
+    CHECK_CONTAINS(out, "\"payload\":{");
+    CHECK_INT_EQ(count_of(out, "\"event_id\""), 1);
+    coinorder_string_free(out);
     fixture_close(&fx);
 }
 
@@ -2233,7 +2253,7 @@ int main(void) {
         {"simulate (sandbox and live)", test_simulate},
         {"expire_due: NEW -> EXPIRED, PENDING short -> FAILED", test_expire_due},
         {"deliver_due without a webhook url", test_deliver_due},
-        {"redeliver: an event sent again", test_redeliver},
+        {"redeliver: an event sent again; event_deliveries", test_redeliver},
         {"rate_set, rate_list (live quotes with them)", test_rates},
         {"wallet_set, wallet_address: invoices get the derived addresses", test_wallet_set_and_address},
         {"wallet_set refuses a private key without echoing it", test_wallet_refuses_a_private_key},

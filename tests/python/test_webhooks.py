@@ -180,6 +180,20 @@ def test_redeliver_sends_a_delivered_event_again_with_the_same_id(svc: coinorder
     assert receiver.received[0][1] == receiver.received[1][1]  # the same body
     assert coinorder.verify_webhook(key.webhook_secret, receiver.received[1][0], receiver.received[1][1])
 
+    (delivery,) = svc.event_deliveries(order_id)
+    assert isinstance(delivery, coinorder.EventDelivery)
+    assert delivery.event.event_id == event.event_id
+    assert delivery.state == "delivered" and delivery.delivered_at is not None
+    assert delivery.next_attempt_at is None and delivery.last_error is None
+    assert len(delivery.log) == 2  # the first schedule's attempt, then the redelivery's
+    for attempt in delivery.log:
+        assert isinstance(attempt, coinorder.WebhookAttempt)
+        assert (attempt.attempt, attempt.url, attempt.status, attempt.error) == (1, receiver.url, 204, None)
+        assert attempt.latency_ms >= 0
+    assert delivery.to_dict()["log"][0]["status"] == 204
+    with pytest.raises(coinorder.OrderNotValid):
+        svc.event_deliveries("00000000-0000-4000-8000-000000000000")
+
     with pytest.raises(coinorder.EventNotFound) as caught:
         svc.redeliver("msg_doesnotexist")
     assert caught.value.error_code == "EVENT_NOT_FOUND"

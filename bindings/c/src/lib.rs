@@ -578,6 +578,29 @@ pub unsafe extern "C" fn coinorder_redeliver(
     guard(err, || Ok(service_ref(service)?.redeliver(text(event_id, "event_id")?)?))
 }
 
+/// An order's events with their webhook delivery, oldest first: what a merchant's support
+/// looks at when a webhook did not arrive. `*deliveries_json_out` gets a JSON array of the
+/// events (`event_id`, `type`, `sequence`, `previous_status`, `status`, `created_at`,
+/// `order_id`, `payload`: the exact body sent), each with `"delivery"`: `state`
+/// (`pending`, `delivered`, `failed`, `no_target`), `attempts`, `next_attempt_at`,
+/// `delivered_at`, `last_error` and `log`, every attempt with its `url`, `started_at`,
+/// HTTP `status`, `latency_ms`, `response_excerpt` and `error`. An unknown order is
+/// `ORDER_NOT_VALID`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_event_deliveries(
+    service: *const coinorder_service,
+    order_id: *const c_char,
+    deliveries_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(deliveries_json_out, "deliveries_json_out")?;
+        let deliveries = service_ref(service)?.event_deliveries(text(order_id, "order_id")?)?;
+        let rendered = deliveries.iter().map(render::event_delivery).collect();
+        json_out(deliveries_json_out, "deliveries_json_out", &Value::Array(rendered))
+    })
+}
+
 /// Sets (or replaces) the exchange rate of `crypto` (e.g. `"BTC"`) priced in `fiat` (e.g.
 /// `"USD"`) in the service's environment: `rate` is exact decimal text, fiat units per
 /// one coin, e.g. `"64250.5"`. A live service quotes orders only in coins that have a

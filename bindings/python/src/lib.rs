@@ -354,6 +354,48 @@ record! {
 }
 
 record! {
+    /// One attempt to deliver a webhook.
+    WebhookAttempt(coinorder::WebhookAttempt) {
+        /// 1 for the first attempt of the current schedule (a redelivery starts a new one).
+        attempt => |py, a| value(py, a.attempt),
+        /// Where it was sent.
+        url => |py, a| value(py, &a.url),
+        /// When it started.
+        started_at => |py, a| datetime(py, a.started_at),
+        /// The HTTP status, or None when no response came back.
+        status => |py, a| value(py, a.status),
+        /// How long it took, in milliseconds.
+        latency_ms => |py, a| value(py, a.latency_ms),
+        /// The first KiB of the response body, or None.
+        response_excerpt => |py, a| value(py, &a.response_excerpt),
+        /// What went wrong, or None.
+        error => |py, a| value(py, &a.error),
+    }
+}
+
+record! {
+    /// An event with its webhook delivery: where it stands and every attempt.
+    EventDelivery(coinorder::EventDelivery) {
+        /// The event.
+        event => |py, d| Event::object(py, d.event.clone()),
+        /// `"pending"`, `"delivered"`, `"failed"` or `"no_target"`.
+        state => |py, d| value(py, d.state.as_str()),
+        /// Attempts made in the current schedule.
+        attempts => |py, d| value(py, d.attempts),
+        /// When the next attempt is due, while pending; else None.
+        next_attempt_at => |py, d| {
+            opt_datetime(py, (d.state == coinorder::DeliveryState::Pending).then_some(d.next_attempt_at))
+        },
+        /// When a 2xx came back, or None.
+        delivered_at => |py, d| opt_datetime(py, d.delivered_at),
+        /// The last failure, or None.
+        last_error => |py, d| value(py, &d.last_error),
+        /// Every attempt, oldest first.
+        log => |py, d| objects(py, d.log.clone(), WebhookAttempt::object),
+    }
+}
+
+record! {
     /// An exchange rate of the rate table.
     Rate(coinorder::Rate) {
         /// The coin.
@@ -944,6 +986,15 @@ impl Service {
         })
     }
 
+    /// An order's events with their webhook delivery (state, attempts, the attempt log),
+    /// oldest first: what support looks at when a webhook did not arrive. Unknown order:
+    /// `OrderNotValid`.
+    fn event_deliveries(&self, py: Python<'_>, order_id: String) -> PyResult<Py<PyAny>> {
+        let core = self.core()?;
+        let deliveries = detached(py, move || core.event_deliveries(&order_id))?;
+        objects(py, deliveries, EventDelivery::object)
+    }
+
     /// Queues an event for delivery again, due now, with a fresh retry schedule (the same
     /// `webhook-id` and body): after a receiver was down past the retries, say. An
     /// attempt in flight finishes first; the event is then sent again. Unknown id:
@@ -1169,6 +1220,8 @@ fn _coinorder(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OrderPage>()?;
     m.add_class::<Payment>()?;
     m.add_class::<Event>()?;
+    m.add_class::<WebhookAttempt>()?;
+    m.add_class::<EventDelivery>()?;
     m.add_class::<PaymentOutcome>()?;
     m.add_class::<Simulation>()?;
     m.add_class::<ExpiryReport>()?;
