@@ -275,7 +275,10 @@ impl Service {
     /// Starts a background [`Worker`] (thread `coinorder-checkpoint`) that runs
     /// [`Service::checkpoint`] now and then every `interval`, so that committing writes
     /// never copy the write-ahead log themselves. Each run first writes the key uses
-    /// requests could not ([`Service::record_key_uses`]).
+    /// requests could not ([`Service::record_key_uses`]). A SQLite service checkpoints on
+    /// a thread of its own unless [`crate::SqliteOptions::background_checkpoints`] is off;
+    /// `coinorder serve` runs this worker anyway, for the key uses (a second checkpoint
+    /// right after the first finds almost nothing to copy).
     pub fn start_checkpoint_worker(self: &Arc<Self>, interval: Duration) -> std::io::Result<Worker> {
         let service = Arc::clone(self);
         Worker::spawn("coinorder-checkpoint", interval, move || {

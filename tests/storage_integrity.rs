@@ -190,7 +190,7 @@ fn event_sequences_stay_consecutive_through_a_lifecycle() {
 
 #[test]
 fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
-    assert_eq!(coinorder::SCHEMA_VERSION, 8);
+    assert_eq!(coinorder::SCHEMA_VERSION, 9);
     if on_postgres() {
         return; // PostgreSQL support began with the version-5 schema: no older database exists
     }

@@ -184,11 +184,13 @@ impl Service {
     /// Copies SQLite's write-ahead log back into the database file, mostly without
     /// holding up any request (passive checkpoints; the last few pages are copied between
     /// two write transactions, a millisecond or so), so that the next write starts the log
-    /// over. Without it every thousandth page or so a committing write does this itself,
-    /// and pays for it in latency. The first call hands checkpoints to the caller for
-    /// good (a commit then checkpoints only past 64 MiB of log), so call it every second
-    /// or so from then on, or run [`Service::start_checkpoint_worker`] (`coinorder serve`
-    /// does). `None` on PostgreSQL.
+    /// over. A SQLite service already runs this every 500 ms on a thread of its own
+    /// ([`crate::SqliteOptions::background_checkpoints`]); call it yourself only with that
+    /// turned off. Without any checkpoints, every thousandth page or so a committing write
+    /// does this itself, and pays for it in latency. The first call hands checkpoints to
+    /// the caller for good (a commit then checkpoints only past 64 MiB of log), so call it
+    /// every second or so from then on, or run [`Service::start_checkpoint_worker`].
+    /// `None` on PostgreSQL.
     pub fn checkpoint(&self) -> Result<Option<crate::Checkpoint>> {
         self.store.checkpoint()
     }

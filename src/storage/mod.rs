@@ -108,7 +108,7 @@ pub(crate) struct StoreOptions {
 #[derive(Debug)]
 pub(crate) enum Store {
     /// A SQLite file.
-    Sqlite(Box<sqlite::SqliteStore>),
+    Sqlite(sqlite::OpenSqlite),
     /// A PostgreSQL server.
     #[cfg(feature = "postgres")]
     Postgres(postgres::PgStore),
@@ -125,7 +125,16 @@ impl Store {
     /// Opens (creating and migrating if needed) the database at `target`.
     pub(crate) fn open(target: &StoreTarget, options: StoreOptions) -> Result<Store> {
         match target {
-            StoreTarget::Sqlite(path) => Ok(Store::Sqlite(Box::new(sqlite::SqliteStore::open(path, options)?))),
+            StoreTarget::Sqlite(path) => {
+                let background = options.sqlite.background_checkpoints;
+                let store = sqlite::SqliteStore::open(path, options)?;
+                let open = sqlite::OpenSqlite::new(store, background).map_err(|e| {
+                    crate::error::Error::new(crate::error::ErrorKind::Config(format!(
+                        "cannot start the SQLite checkpoint thread: {e}"
+                    )))
+                })?;
+                Ok(Store::Sqlite(open))
+            }
             #[cfg(feature = "postgres")]
             StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),
             #[cfg(not(feature = "postgres"))]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sqlite3
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -53,6 +56,7 @@ def test_open_with_every_option(tmp_path: Path) -> None:
         rate_limit=0,
         rate_burst=5,
         synchronous="normal",
+        background_checkpoints=True,
         busy_timeout_ms=5000,
         secret_key_file=str(tmp_path / "secret.key"),
         webhook_timeout_secs=2,
@@ -73,6 +77,43 @@ def test_open_with_every_option(tmp_path: Path) -> None:
         assert 59 <= ttl.total_seconds() <= 61
     assert (tmp_path / "secret.key").exists()
     assert not (tmp_path / "all.db.key").exists()
+
+
+def _orders_in_the_file_itself(db: Path, tmp_path: Path) -> int:
+    """Orders in a copy of the database file without its log: what checkpoints copied."""
+    copy = tmp_path / "file-only.db"
+    shutil.copyfile(db, copy)
+    conn = sqlite3.connect(copy)
+    try:
+        if conn.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'orders'").fetchone()[0] == 0:
+            return 0
+        count: int = conn.execute("SELECT count(*) FROM orders").fetchone()[0]
+        return count
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_the_service_copies_its_log_into_the_database_file_by_itself(tmp_path: Path, background: bool) -> None:
+    db = tmp_path / "log.db"
+    with coinorder.Service.open(str(db), rate_limit=0, background_checkpoints=background) as svc:
+        merchant = svc.authenticate(svc.create_key(1).plain_key)
+        for _ in range(20):  # about 250 pages of log: no commit checkpoints by itself
+            svc.create_order(merchant, currency="USD", amount=Decimal("19.99"))
+        if background:
+            deadline = time.monotonic() + 10
+            while _orders_in_the_file_itself(db, tmp_path) < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _orders_in_the_file_itself(db, tmp_path) == 20
+        else:
+            time.sleep(1.2)
+            assert _orders_in_the_file_itself(db, tmp_path) == 0
+
+
+def test_background_checkpoints_must_be_a_bool(db_path: str) -> None:
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(db_path, background_checkpoints="no")
+    assert caught.value.message == "config.background_checkpoints: must be true or false"
 
 
 def test_unknown_option_names_it(db_path: str) -> None:

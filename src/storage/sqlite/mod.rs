@@ -8,6 +8,7 @@
 //! may use the same file; their writes wait on `busy_timeout`, and a busy write is
 //! retried rather than reported.
 
+mod background;
 mod delivery;
 mod group;
 mod keys;
@@ -20,6 +21,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Params, Row, TransactionBehavior};
+
+pub(crate) use background::OpenSqlite;
 
 use super::rows::RowValues;
 use super::{Conn, DbResult, StoreOptions};
@@ -35,6 +38,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0006_lean_indexes.sql"),
     include_str!("../../../migrations/sqlite/0007_key_display_name.sql"),
     include_str!("../../../migrations/sqlite/0008_wallets.sql"),
+    include_str!("../../../migrations/sqlite/0009_append_list_indexes.sql"),
 ];
 
 /// The schema version this library writes.

@@ -20,6 +20,25 @@ const ORDER_WITH_INVOICE: &str = concatcp!(
     " FROM orders o JOIN invoices i ON i.order_id = o.order_id"
 );
 
+/// Get Orders, newest first: `orders_by_merchant` read backwards (it is in ascending
+/// order so that new orders append to it; see migration 9).
+const LIST_ALL: &str = concatcp!(
+    "SELECT ",
+    ORDER_COLUMNS,
+    " FROM orders o
+     WHERE o.user_id = :user_id AND o.environment = :environment
+     ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
+);
+
+/// Get Orders of one status, newest first: `orders_by_merchant_status` read backwards.
+const LIST_OF_STATUS: &str = concatcp!(
+    "SELECT ",
+    ORDER_COLUMNS,
+    " FROM orders o
+     WHERE o.user_id = :user_id AND o.environment = :environment AND o.status = :status
+     ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
+);
+
 /// The SQLite side of the order methods of [`crate::storage::Conn`] (same names,
 /// arguments and results).
 impl SqliteConn<'_> {
@@ -225,30 +244,16 @@ impl SqliteConn<'_> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Order>> {
-        const ALL: &str = concatcp!(
-            "SELECT ",
-            ORDER_COLUMNS,
-            " FROM orders o
-             WHERE o.user_id = :user_id AND o.environment = :environment
-             ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
-        );
-        const OF_STATUS: &str = concatcp!(
-            "SELECT ",
-            ORDER_COLUMNS,
-            " FROM orders o
-             WHERE o.user_id = :user_id AND o.environment = :environment AND o.status = :status
-             ORDER BY o.created_at DESC, o.order_id DESC LIMIT :limit OFFSET :offset"
-        );
         let env = environment.as_str();
         match status {
             Some(status) => self.query(
-                OF_STATUS,
+                LIST_OF_STATUS,
                 named_params! {":user_id": user_id, ":environment": env, ":status": status.as_str(),
                 ":limit": limit, ":offset": offset},
                 rows::order,
             ),
             None => self.query(
-                ALL,
+                LIST_ALL,
                 named_params! {":user_id": user_id, ":environment": env, ":limit": limit, ":offset": offset},
                 rows::order,
             ),
@@ -338,6 +343,31 @@ mod tests {
         // Only the outer merge of the two batches (at most 2 × limit rows) may sort.
         let sorts = plan.iter().filter(|(.., d)| d.contains("TEMP B-TREE")).count();
         assert_eq!(sorts, 1, "the backlog itself is never sorted: {text}");
+        Ok(())
+    }
+
+    #[test]
+    fn get_orders_reads_its_index_backwards_without_sorting() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let store = Store::open(
+            &StoreTarget::Sqlite(dir.path().join("t.db")),
+            StoreOptions { sqlite: Default::default(), busy_timeout: Duration::from_secs(5) },
+        )?;
+        for (sql, index) in [(LIST_ALL, "orders_by_merchant"), (LIST_OF_STATUS, "orders_by_merchant_status")] {
+            let plan = store.read(|db| {
+                let conn = db.sqlite_for_test();
+                let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).db()?;
+                let unbound = vec![rusqlite::types::Value::Null; statement.parameter_count()];
+                let details = statement
+                    .query_map(rusqlite::params_from_iter(unbound), |row| row.get::<_, String>(3))
+                    .db()?
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .db()?;
+                Ok(details.join("; "))
+            })?;
+            assert!(plan.contains(&format!("USING INDEX {index} ")), "{index}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "newest first without a sort: {plan}");
+        }
         Ok(())
     }
 }

@@ -1,0 +1,175 @@
+//! What a create costs the SQLite file: the pages each B-tree appends to the write-ahead
+//! log per order, read from the log itself (each frame names its page; SQLite's `dbstat`
+//! table names the B-tree a page belongs to), and the Get Orders queries reading their
+//! index in order, with no sort.
+//!
+//! Under `synchronous=FULL` a commit waits until its log pages are on disk, so the pages
+//! per create are what a create costs; an index that rewrites more pages than it appends
+//! to is found here.
+//!
+//! And what keeps the log short: the service's own checkpoint thread copies it into the
+//! database file, so no committing request has to.
+//!
+//! SQLite only: PostgreSQL writes no such log of pages per B-tree.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use coinorder::{Config, CreateOrder, Environment, NewApiKey, RateLimit, Service};
+use rusqlite::Connection;
+
+/// SQLite's log: a 32-byte header, then frames of a 24-byte header and one page.
+const LOG_HEADER: usize = 32;
+const FRAME_HEADER: usize = 24;
+const PAGE_SIZE: usize = 4096;
+
+/// Orders created before the measured ones, so the B-trees have inner pages.
+const WARM_UP: usize = 1_500;
+/// Orders whose log pages are counted.
+const MEASURED: usize = 500;
+
+/// The page numbers of the log's frames from the `skip`-th on.
+fn logged_pages(log: &Path, skip: usize) -> Vec<u32> {
+    let bytes = std::fs::read(log).expect("read the log");
+    let frame = FRAME_HEADER + PAGE_SIZE;
+    let mut pages = Vec::new();
+    let mut at = LOG_HEADER + skip * frame;
+    while at + frame <= bytes.len() {
+        pages.push(u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]));
+        at += frame;
+    }
+    pages
+}
+
+fn frames_in(log: &Path) -> usize {
+    let len = std::fs::metadata(log).map(|m| m.len() as usize).unwrap_or(0);
+    len.saturating_sub(LOG_HEADER) / (FRAME_HEADER + PAGE_SIZE)
+}
+
+/// Log pages per create of each B-tree (table or index, by name) over `MEASURED`
+/// creates on a store of `WARM_UP` orders, with the real clock (orders arrive in time
+/// order, as in production).
+fn log_pages_per_create() -> HashMap<String, f64> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shop.db");
+    let mut config = Config::new(Environment::Sandbox);
+    config.rate_limit = RateLimit::OFF;
+    config.sqlite.synchronous_full = false;
+    // No checkpoint may start the log over while the creates are counted.
+    config.sqlite.background_checkpoints = false;
+    let service = Service::open(&path, config).expect("open");
+    let key = service
+        .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
+        .expect("key");
+    let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+    let order = CreateOrder {
+        currency: "USD".into(),
+        amount: "19.99".parse().expect("amount"),
+        title: Some("Mug".into()),
+        description: Some("A mug with the shop's logo, 350 ml".into()),
+        ..Default::default()
+    };
+    for _ in 0..WARM_UP {
+        service.create_order(&merchant, &order).expect("create");
+    }
+    // From here on no commit copies the log back (the first checkpoint call hands that to
+    // background checkpoints, and none runs), so the log keeps every page the measured
+    // creates write.
+    service.checkpoint().expect("checkpoint");
+    let raw = Connection::open(&path).expect("open raw");
+    raw.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).expect("truncate the log");
+    let log = dir.path().join("shop.db-wal");
+    service.create_order(&merchant, &order).expect("create"); // starts the log over
+    let skip = frames_in(&log);
+    for _ in 0..MEASURED {
+        service.create_order(&merchant, &order).expect("create");
+    }
+    let mut owner = HashMap::new();
+    let mut statement = raw.prepare("SELECT name, pageno FROM dbstat").expect("dbstat");
+    let rows = statement.query_map([], |row| Ok((row.get::<_, u32>(1)?, row.get::<_, String>(0)?))).expect("query");
+    for row in rows {
+        let (page, name) = row.expect("row");
+        owner.insert(page, name);
+    }
+    let mut per_tree: HashMap<String, f64> = HashMap::new();
+    for page in logged_pages(&log, skip) {
+        let name = owner.get(&page).cloned().unwrap_or_else(|| format!("page {page}"));
+        *per_tree.entry(name).or_default() += 1.0 / MEASURED as f64;
+    }
+    per_tree
+}
+
+#[test]
+fn a_create_appends_to_the_get_orders_indexes_instead_of_splitting_their_first_page() {
+    if common::on_postgres() {
+        return;
+    }
+    let pages = log_pages_per_create();
+    let mut listed: Vec<_> = pages.iter().map(|(name, n)| format!("{name} {n:.2}")).collect();
+    listed.sort();
+    let listed = listed.join(", ");
+    let total: f64 = pages.values().sum();
+    // Appended, an index writes its last leaf once per create and a new page now and
+    // then (about 1.25 pages); a newest-first index took each order at its first leaf
+    // and wrote about 2.
+    for index in ["orders_by_merchant", "orders_by_merchant_status"] {
+        let written = pages.get(index).copied().unwrap_or(0.0);
+        assert!((0.9..1.5).contains(&written), "{index}: {written:.2} pages per create ({listed})");
+    }
+    // Two tables and seven indexes: about 11.5 pages in all (12.7 before schema 9).
+    assert!(total < 12.2, "{total:.2} log pages per create: {listed}");
+}
+
+/// Orders in a copy of the database file alone, without its log: what checkpoints have
+/// copied into the file so far.
+fn orders_in_the_file_itself(path: &Path, dir: &Path) -> i64 {
+    let copy = dir.join("file-only.db");
+    std::fs::copy(path, &copy).expect("copy the database file");
+    let conn = Connection::open(&copy).expect("open the copy");
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema WHERE name = 'orders'", [], |row| row.get(0))
+        .expect("schema");
+    if tables == 0 {
+        return 0; // not even the schema has left the log yet
+    }
+    conn.query_row("SELECT count(*) FROM orders", [], |row| row.get(0)).expect("count")
+}
+
+#[test]
+fn the_service_copies_its_log_into_the_database_file_by_itself() {
+    if common::on_postgres() {
+        return;
+    }
+    for background in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("shop.db");
+        let mut config = Config::new(Environment::Sandbox);
+        config.rate_limit = RateLimit::OFF;
+        config.sqlite.background_checkpoints = background;
+        let service = Service::open(&path, config).expect("open");
+        let key = service
+            .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
+            .expect("key");
+        let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+        let order =
+            CreateOrder { currency: "USD".into(), amount: "19.99".parse().expect("amount"), ..Default::default() };
+        // 20 orders are about 250 log pages: far below the 1,000 at which a commit would
+        // checkpoint by itself.
+        for _ in 0..20 {
+            service.create_order(&merchant, &order).expect("create");
+        }
+        let in_file = || orders_in_the_file_itself(&path, dir.path());
+        if background {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while in_file() < 20 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            assert_eq!(in_file(), 20, "the thread copied the log into the file");
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1_200));
+            assert_eq!(in_file(), 0, "turned off, nothing copies the log before it reaches 1,000 pages");
+        }
+    }
+}
