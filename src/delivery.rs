@@ -109,7 +109,7 @@ pub struct EventDelivery {
     pub log: Vec<WebhookAttempt>,
 }
 
-/// What one [`Service::deliver_due`] call did.
+/// What one [`Service::deliver_due`](crate::Service::deliver_due) call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliveryReport {
     /// Events leased and attempted.

@@ -76,7 +76,7 @@ pub struct Email {
     pub created_at: Timestamp,
 }
 
-/// What one [`Service::send_due_emails`] call did.
+/// What one [`Service::send_due_emails`](crate::Service::send_due_emails) call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EmailReport {
     /// E-mails attempted.

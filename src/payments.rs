@@ -148,7 +148,7 @@ pub struct PaymentOutcome {
     pub duplicate: bool,
 }
 
-/// What [`Service::expire_due`] did.
+/// What [`Service::expire_due`](crate::Service::expire_due) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExpiryReport {
     /// NEW orders that became EXPIRED.
@@ -204,7 +204,7 @@ impl SimulateAction {
     }
 }
 
-/// What one sandbox simulation step did ([`Service::simulate`]).
+/// What one sandbox simulation step did ([`Service::simulate`](crate::Service::simulate)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Simulation {
     /// The order and invoice after the step.

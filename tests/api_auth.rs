@@ -124,6 +124,22 @@ fn a_key_deactivated_through_another_service_instance_is_rejected() {
     assert_error(&h.get("/v1/orders"), 401, "Unauthorized");
 }
 
+#[test]
+fn a_key_changed_in_the_database_by_another_program_is_seen_by_the_next_request() {
+    // Readers keep the credentials they looked up while nothing else commits to the
+    // database; a change from outside the library must still count at once.
+    let h = harness();
+    for _ in 0..3 {
+        assert_eq!(h.get("/v1/orders").status, 200);
+    }
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET status = 'inactive'");
+    assert_error(&h.get("/v1/orders"), 400, "AUTHENTICATION_FAILED");
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET status = 'active'");
+    assert_eq!(h.get("/v1/orders").status, 200);
+    RawDb::open(&h.db()).batch("DELETE FROM api_keys");
+    assert_error(&h.get("/v1/orders"), 401, "Unauthorized");
+}
+
 // ---------------------------------------------------------------- rate limit
 
 #[test]

@@ -198,7 +198,7 @@ impl GroupWriter {
         conn.busy_timeout(Duration::ZERO).db()?;
         let outcome = (|| {
             conn.prepare_cached("BEGIN IMMEDIATE").db()?.execute([]).db()?;
-            match work(&Conn::Sqlite(SqliteConn(conn))) {
+            match work(&Conn::Sqlite(SqliteConn(conn, None))) {
                 Ok(value) => {
                     conn.prepare_cached("COMMIT").db()?.execute([]).db()?;
                     Ok(value)
@@ -315,7 +315,7 @@ fn begin(writer: &mut Writer, busy_timeout: Duration, deadline: Instant) -> Resu
 fn run_member<T>(conn: &Connection, alone: bool, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
     conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
     let mut guard = MemberGuard { conn, alone, armed: true };
-    let outcome = work(&Conn::Sqlite(SqliteConn(conn)));
+    let outcome = work(&Conn::Sqlite(SqliteConn(conn, None)));
     guard.armed = false;
     match outcome {
         Ok(value) => {

@@ -1,5 +1,7 @@
 //! SQLite statements for API keys.
 
+use std::collections::HashMap;
+
 use const_format::concatcp;
 use rusqlite::named_params;
 
@@ -9,6 +11,30 @@ use crate::keys::{ApiKey, KeyStatus};
 use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
 use crate::storage::{KeyCredential, KeyRow};
 use crate::time::Timestamp;
+
+/// Most credentials one reader keeps; past it the cache starts over.
+const CACHED_KEYS: usize = 1_024;
+
+/// The key credentials a pooled read connection has looked up, valid while the file's
+/// `PRAGMA data_version` stays what it was when they were read.
+///
+/// SQLite changes that number, for a connection, whenever any other connection (the
+/// writer of this process, or another process) commits to the file, and reads it at the
+/// start of the read's snapshot. So a revoked or deleted key is never taken from the
+/// cache after the revocation committed: the next read sees a new version and looks
+/// every key up again. Under steady writes the cache rarely hits; then it costs one
+/// pragma per authentication.
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    data_version: i64,
+    by_hash: HashMap<Vec<u8>, KeyCredential>,
+}
+
+impl std::fmt::Debug for KeyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCache").field("keys", &self.by_hash.len()).finish_non_exhaustive()
+    }
+}
 
 /// The SQLite side of the key methods of [`crate::storage::Conn`] (same names, arguments
 /// and results).
@@ -42,7 +68,23 @@ impl SqliteConn<'_> {
 
     pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyCredential>> {
         const SQL: &str = concatcp!("SELECT ", KEY_CREDENTIAL_COLUMNS, " FROM api_keys WHERE key_hash = ?1");
-        self.query_opt(SQL, [key_hash], rows::key_credential)
+        let Some(cache) = self.1 else {
+            return self.query_opt(SQL, [key_hash], rows::key_credential);
+        };
+        let data_version: i64 = self.query_one("PRAGMA data_version", [], |row| row.int(0))?;
+        let mut cache = cache.borrow_mut();
+        if cache.data_version != data_version || cache.by_hash.len() >= CACHED_KEYS {
+            cache.by_hash.clear();
+            cache.data_version = data_version;
+        }
+        if let Some(found) = cache.by_hash.get(key_hash) {
+            return Ok(Some(found.clone()));
+        }
+        let found = self.query_opt(SQL, [key_hash], rows::key_credential)?;
+        if let Some(found) = &found {
+            cache.by_hash.insert(key_hash.to_vec(), found.clone());
+        }
+        Ok(found)
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {

@@ -83,11 +83,18 @@ pub(crate) struct SqliteStore {
     path: PathBuf,
     options: StoreOptions,
     writer: group::GroupWriter,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<Reader>>,
     checkpointer: Mutex<Option<Connection>>,
     /// Set by the first background checkpoint, which raised the writer's automatic
     /// checkpoint from [`WAL_INLINE_PAGES`] to [`WAL_CAP_PAGES`].
     checkpoints_in_background: std::sync::atomic::AtomicBool,
+}
+
+/// A pooled read-only connection, with the key credentials it looked up.
+#[derive(Debug)]
+struct Reader {
+    conn: Connection,
+    keys: std::cell::RefCell<keys::KeyCache>,
 }
 
 /// What one background checkpoint did (`PRAGMA wal_checkpoint(PASSIVE)`).
@@ -101,8 +108,11 @@ pub struct Checkpoint {
 
 /// A connection or open transaction; the typed methods of `sqlite/*.rs` run their
 /// statements on it, as `postgres/*.rs` do on a `PgConn`.
+///
+/// The second field, on a pooled reader, is the reader's key cache
+/// ([`keys::KeyCache`]); writes and other connections have none.
 #[derive(Clone, Copy)]
-pub(crate) struct SqliteConn<'a>(&'a Connection);
+pub(crate) struct SqliteConn<'a>(&'a Connection, Option<&'a std::cell::RefCell<keys::KeyCache>>);
 
 impl SqliteStore {
     /// Opens (creating if needed) and migrates the database at `path`.
@@ -158,22 +168,23 @@ impl SqliteStore {
     /// consistent snapshot).
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => self.open_reader()?,
+        let reader = match pooled {
+            Some(reader) => reader,
+            None => Reader { conn: self.open_reader()?, keys: Default::default() },
         };
+        let conn = &reader.conn;
         // One transaction around the whole read: its statements share one snapshot (and
         // one acquisition of the WAL read lock, where each statement on its own would take
         // its own).
         conn.prepare_cached("BEGIN").db()?.execute([]).db()?;
-        let result = work(&Conn::Sqlite(SqliteConn(&conn)));
+        let result = work(&Conn::Sqlite(SqliteConn(conn, Some(&reader.keys))));
         let ended = conn.prepare_cached("COMMIT").db().and_then(|mut commit| commit.execute([]).db());
         // A connection still inside its transaction must not go back to the pool, where
         // the next read's BEGIN would fail on it: it is dropped (and closed) instead.
         if ended.is_ok() || conn.is_autocommit() {
             let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
             if readers.len() < MAX_IDLE_READERS {
-                readers.push(conn);
+                readers.push(reader);
             }
         }
         let value = result?;

@@ -310,7 +310,7 @@ mod tests {
         )
         .db()?;
         let sql = format!("SELECT {ORDER_COLUMNS} FROM orders o");
-        let read = store.read(|c| SqliteConn(c.sqlite_for_test()).query_one(&sql, [], rows::order));
+        let read = store.read(|c| SqliteConn(c.sqlite_for_test(), None).query_one(&sql, [], rows::order));
         let err = read.err().map(|e| e.kind().to_string()).unwrap_or_default();
         assert_eq!(err, "stored data could not be read: orders.environment: unknown value \"staging\"");
         Ok(())
