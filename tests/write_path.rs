@@ -17,7 +17,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use coinorder::{Config, CreateOrder, Environment, NewApiKey, RateLimit, Service};
+use coinorder::{Config, CreateOrder, Environment, Merchant, NewApiKey, RateLimit, Service};
 use rusqlite::Connection;
 
 /// SQLite's log: a 32-byte header, then frames of a 24-byte header and one page.
@@ -48,22 +48,29 @@ fn frames_in(log: &Path) -> usize {
     len.saturating_sub(LOG_HEADER) / (FRAME_HEADER + PAGE_SIZE)
 }
 
+/// A sandbox service on `path` (synchronous=NORMAL, rate limit off, the checkpoint
+/// thread as `background` says) and the merchant of a fresh key.
+fn open_shop(path: &Path, background: bool) -> (Service, Merchant) {
+    let mut config = Config::new(Environment::Sandbox);
+    config.rate_limit = RateLimit::OFF;
+    config.sqlite.synchronous_full = false;
+    config.sqlite.background_checkpoints = background;
+    let service = Service::open(path, config).expect("open");
+    let key = service
+        .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
+        .expect("key");
+    let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+    (service, merchant)
+}
+
 /// Log pages per create of each B-tree (table or index, by name) over `MEASURED`
 /// creates on a store of `WARM_UP` orders, with the real clock (orders arrive in time
 /// order, as in production).
 fn log_pages_per_create() -> HashMap<String, f64> {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("shop.db");
-    let mut config = Config::new(Environment::Sandbox);
-    config.rate_limit = RateLimit::OFF;
-    config.sqlite.synchronous_full = false;
     // No checkpoint may start the log over while the creates are counted.
-    config.sqlite.background_checkpoints = false;
-    let service = Service::open(&path, config).expect("open");
-    let key = service
-        .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
-        .expect("key");
-    let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+    let (service, merchant) = open_shop(&path, false);
     let order = CreateOrder {
         currency: "USD".into(),
         amount: "19.99".parse().expect("amount"),
@@ -145,14 +152,7 @@ fn the_service_copies_its_log_into_the_database_file_by_itself() {
     for background in [true, false] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("shop.db");
-        let mut config = Config::new(Environment::Sandbox);
-        config.rate_limit = RateLimit::OFF;
-        config.sqlite.background_checkpoints = background;
-        let service = Service::open(&path, config).expect("open");
-        let key = service
-            .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
-            .expect("key");
-        let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+        let (service, merchant) = open_shop(&path, background);
         let order =
             CreateOrder { currency: "USD".into(), amount: "19.99".parse().expect("amount"), ..Default::default() };
         // 20 orders are about 250 log pages: far below the 1,000 at which a commit would
