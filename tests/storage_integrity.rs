@@ -77,11 +77,17 @@ fn a_key_of_an_unknown_status_is_an_error_not_an_inactive_key() {
 
 #[test]
 fn an_order_or_invoice_with_an_unknown_status_or_amount_is_corrupt() {
+    // PostgreSQL keeps invoices in a table of their own; SQLite in the order's row.
+    let (invoice_status, invoice_rate) = if on_postgres() {
+        ("UPDATE invoices SET status = 'ARCHIVED'", "UPDATE invoices SET rate = '1,0'")
+    } else {
+        ("UPDATE orders SET invoice_status = 'ARCHIVED'", "UPDATE orders SET rate = '1,0'")
+    };
     for (sql, column, stored) in [
         ("UPDATE orders SET status = 'ARCHIVED'", "orders.status", "ARCHIVED"),
-        ("UPDATE invoices SET status = 'ARCHIVED'", "invoices.status", "ARCHIVED"),
+        (invoice_status, "invoice.status", "ARCHIVED"),
         ("UPDATE orders SET amount = 'ten'", "orders.amount", "ten"),
-        ("UPDATE invoices SET rate = '1,0'", "invoices.rate", "1,0"),
+        (invoice_rate, "invoice.rate", "1,0"),
     ] {
         let h = harness();
         let order = create_usd10(&h);
@@ -188,9 +194,46 @@ fn event_sequences_stay_consecutive_through_a_lifecycle() {
     assert_eq!(stored_counter(&h.db(), &other.id), 1);
 }
 
+/// Takes a current SQLite database back to schema version 4: invoices in a table of
+/// their own again (schema 10 moved them into the order's row), and no event counter,
+/// key display name (5, 7) or wallets (8).
+const SCHEMA_10_TO_4: &str = "
+    CREATE TABLE invoices (
+        invoice_id       TEXT PRIMARY KEY,
+        order_id         TEXT NOT NULL UNIQUE REFERENCES orders (order_id),
+        amount           TEXT NOT NULL,
+        currency         TEXT NOT NULL,
+        rate             TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        receive_amount   TEXT NOT NULL DEFAULT '0',
+        receive_currency TEXT NOT NULL DEFAULT '',
+        created_at       INTEGER NOT NULL,
+        expired_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        address          TEXT NOT NULL DEFAULT '',
+        payment_uri      TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    INSERT INTO invoices
+        SELECT invoice_id, order_id, invoice_amount, invoice_currency, rate, invoice_status, receive_amount,
+               invoice_receive_currency, invoice_created_at, expired_at, invoice_updated_at, address, payment_uri
+          FROM orders;
+    CREATE INDEX invoices_by_expiry ON invoices (status, expired_at);
+    DROP INDEX orders_by_expiry; DROP INDEX orders_watched;
+    ALTER TABLE orders DROP COLUMN invoice_id; ALTER TABLE orders DROP COLUMN invoice_amount;
+    ALTER TABLE orders DROP COLUMN invoice_currency; ALTER TABLE orders DROP COLUMN rate;
+    ALTER TABLE orders DROP COLUMN invoice_status; ALTER TABLE orders DROP COLUMN receive_amount;
+    ALTER TABLE orders DROP COLUMN invoice_receive_currency; ALTER TABLE orders DROP COLUMN invoice_created_at;
+    ALTER TABLE orders DROP COLUMN expired_at; ALTER TABLE orders DROP COLUMN invoice_updated_at;
+    ALTER TABLE orders DROP COLUMN address; ALTER TABLE orders DROP COLUMN payment_uri;
+    ALTER TABLE orders DROP COLUMN derivation_index;
+    ALTER TABLE orders DROP COLUMN last_event_sequence; ALTER TABLE api_keys DROP COLUMN display_name;
+    DROP TABLE wallets; DROP TABLE wallet_accounts; DROP TABLE chain_cursors;
+    DROP INDEX payments_unconfirmed;
+    PRAGMA user_version = 4;";
+
 #[test]
 fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
-    assert_eq!(coinorder::SCHEMA_VERSION, 9);
+    assert_eq!(coinorder::SCHEMA_VERSION, 10);
     if on_postgres() {
         return; // PostgreSQL support began with the version-5 schema: no older database exists
     }
@@ -211,22 +254,21 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
         svc.record_payment(&quiet, "tx-3", dec("10"), true).expect("pay quiet");
         (key, busy, quiet, fresh)
     };
-    let before_busy = {
+    let get_order = |svc: &Service, id: &str| {
+        let response = svc.handle(&WireRequest::new("GET", &format!("/v1/orders/{id}")).header("x-api-key", &key));
+        assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+        String::from_utf8(response.body).expect("utf-8")
+    };
+    let (before_busy, shown_before) = {
         let svc = Service::open(&db, config(Environment::Sandbox, &clock)).expect("reopen");
-        sequences(&svc, &busy)
+        (sequences(&svc, &busy), [&busy, &quiet, &fresh].map(|id| get_order(&svc, id)))
     };
     assert_eq!(before_busy, vec![1, 2]);
 
     // Back to what schema version 4 wrote: no counter column at all (nor the later
-    // display_name of keys, nor version 8's wallets).
-    tamper(
-        &db,
-        "ALTER TABLE orders DROP COLUMN last_event_sequence; ALTER TABLE api_keys DROP COLUMN display_name;
-         DROP TABLE wallets; DROP TABLE wallet_accounts; DROP TABLE chain_cursors;
-         DROP INDEX invoices_watched; DROP INDEX payments_unconfirmed;
-         ALTER TABLE invoices DROP COLUMN derivation_index;
-         PRAGMA user_version = 4;",
-    );
+    // display_name of keys, nor version 8's wallets, nor version 10's invoice in the
+    // order's row).
+    tamper(&db, SCHEMA_10_TO_4);
     {
         let conn = rusqlite::Connection::open(&db).expect("open");
         let columns: i64 = conn
@@ -242,6 +284,9 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
         .and_then(|c| c.pragma_query_value(None, "user_version", |r| r.get(0)))
         .expect("user_version");
     assert_eq!(version, coinorder::SCHEMA_VERSION);
+    // Every order and invoice field came through both upgrades: each Get Order answers
+    // byte for byte what it did before.
+    assert_eq!([&busy, &quiet, &fresh].map(|id| get_order(&svc, id)), shown_before);
     assert_eq!(stored_counter(&db, &busy), before_busy.len() as i64);
     assert_eq!(stored_counter(&db, &quiet), 1);
     assert_eq!(stored_counter(&db, &fresh), 0);
@@ -255,8 +300,5 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
     assert_eq!(stored_counter(&db, &busy), 3);
     assert_eq!(sequences(&svc, &quiet), vec![1]);
     assert_eq!(sequences(&svc, &fresh), vec![1]);
-    assert_eq!(
-        svc.handle(&WireRequest::new("GET", &format!("/v1/orders/{busy}")).header("x-api-key", &key)).status,
-        200
-    );
+    assert!(get_order(&svc, &busy).contains("\"status\":\"PAID\""));
 }

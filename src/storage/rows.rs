@@ -91,12 +91,24 @@ pub(super) const ORDER_COLUMNS: &str = "o.order_id, o.environment, o.user_id, o.
 /// How many columns ORDER_COLUMNS selects; invoice columns follow at this index.
 const ORDER_COLUMN_COUNT: usize = 20;
 
-/// The invoice columns, aliased `i`, selected after [`ORDER_COLUMNS`]; [`order_with_invoice`]
-/// reads both.
-pub(super) const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
-    i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
-    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri,
-    i.derivation_index";
+/// Where a backend's schema keeps an order's invoice, for the statements both backends
+/// share: PostgreSQL has an `invoices` table, SQLite the order's own row (schema 10).
+pub(super) struct InvoiceSql {
+    /// A `FROM` clause with each order as `o`, joined with its invoice if that is elsewhere.
+    pub orders_with_invoices: &'static str,
+    /// A join target giving the invoice of payment `p` as `i`, with `i.derivation_index`.
+    pub invoice_of_payment: &'static str,
+    /// The invoice's coin, in `orders_with_invoices`.
+    pub currency: &'static str,
+    /// The invoice's status, in `orders_with_invoices`.
+    pub status: &'static str,
+    /// The quote's deadline, in `orders_with_invoices`.
+    pub expired_at: &'static str,
+    /// The deposit address, in `orders_with_invoices`.
+    pub address: &'static str,
+    /// The address's derivation index, in `orders_with_invoices`.
+    pub derivation_index: &'static str,
+}
 
 /// A row of [`ORDER_COLUMNS`].
 pub(super) fn order(row: &dyn RowValues) -> Result<Order> {
@@ -124,7 +136,9 @@ pub(super) fn order(row: &dyn RowValues) -> Result<Order> {
     })
 }
 
-/// A row of [`ORDER_COLUMNS`], then [`INVOICE_COLUMNS`].
+/// A row of [`ORDER_COLUMNS`], then each backend's invoice columns (id, amount, currency,
+/// rate, status, receive amount and currency, created, expired and updated times,
+/// address, payment URI, derivation index).
 pub(super) fn order_with_invoice(row: &dyn RowValues) -> Result<OrderWithInvoice> {
     let order = order(row)?;
     let at = ORDER_COLUMN_COUNT;
@@ -132,11 +146,11 @@ pub(super) fn order_with_invoice(row: &dyn RowValues) -> Result<OrderWithInvoice
         invoice_id: row.text(at)?,
         order_id: order.order_id.clone(),
         merchant_order_id: order.merchant_order_id.clone(),
-        amount: decimal(row, at + 1, "invoices.amount")?,
+        amount: decimal(row, at + 1, "invoice.amount")?,
         currency: row.text(at + 2)?,
-        rate: decimal(row, at + 3, "invoices.rate")?,
-        status: status(row, at + 4, "invoices.status")?,
-        receive_amount: decimal(row, at + 5, "invoices.receive_amount")?,
+        rate: decimal(row, at + 3, "invoice.rate")?,
+        status: status(row, at + 4, "invoice.status")?,
+        receive_amount: decimal(row, at + 5, "invoice.receive_amount")?,
         receive_currency: row.text(at + 6)?,
         created_at: time(row, at + 7)?,
         expired_at: time(row, at + 8)?,
@@ -146,7 +160,7 @@ pub(super) fn order_with_invoice(row: &dyn RowValues) -> Result<OrderWithInvoice
         derivation_index: match row.opt_int(at + 12)? {
             None => None,
             Some(index) => Some(u32::try_from(index).map_err(|_| {
-                Error::new(ErrorKind::Corrupt(format!("invoices.derivation_index: {index} is out of range")))
+                Error::new(ErrorKind::Corrupt(format!("invoice.derivation_index: {index} is out of range")))
             })?),
         },
     };
@@ -349,19 +363,18 @@ pub(super) fn wallet(row: &dyn RowValues) -> Result<WalletRow> {
     })
 }
 
-/// The columns of a [`WatchedInvoice`], from `orders o JOIN invoices i`.
-const WATCHED_INVOICE_COLUMNS: &str = "o.order_id, i.currency, i.address";
-
-/// The chain watcher's invoices (`watched_invoices`) on either backend, given its
-/// placeholders for the environment, the earliest expiry still watched and the limit:
-/// open invoices with a derived address, and recently expired or failed ones.
-pub(super) fn watched_invoices_sql(environment: &str, late_since: &str, limit: &str) -> String {
+/// The chain watcher's invoices (`watched_invoices`) on either backend, given where its
+/// schema keeps invoices and its placeholders for the environment, the earliest expiry
+/// still watched and the limit: open invoices with a derived address, and recently
+/// expired or failed ones. [`watched_invoice`] reads the rows.
+pub(super) fn watched_invoices_sql(invoices: &InvoiceSql, environment: &str, late_since: &str, limit: &str) -> String {
+    let InvoiceSql { orders_with_invoices, currency, status, expired_at, address, derivation_index, .. } = invoices;
     format!(
-        "SELECT {WATCHED_INVOICE_COLUMNS} FROM invoices i JOIN orders o ON o.order_id = i.order_id
-         WHERE i.derivation_index IS NOT NULL AND o.environment = {environment}
-           AND (i.status IN ('{new}', '{pending}')
-                OR (i.status IN ('{expired}', '{failed}') AND i.expired_at >= {late_since}))
-         ORDER BY i.expired_at LIMIT {limit}",
+        "SELECT o.order_id, {currency}, {address} FROM {orders_with_invoices}
+         WHERE {derivation_index} IS NOT NULL AND o.environment = {environment}
+           AND ({status} IN ('{new}', '{pending}')
+                OR ({status} IN ('{expired}', '{failed}') AND {expired_at} >= {late_since}))
+         ORDER BY {expired_at} LIMIT {limit}",
         new = OrderStatus::New.as_str(),
         pending = OrderStatus::Pending.as_str(),
         expired = OrderStatus::Expired.as_str(),
@@ -370,18 +383,25 @@ pub(super) fn watched_invoices_sql(environment: &str, late_since: &str, limit: &
 }
 
 /// The unconfirmed payments the chain watcher follows up (`watched_unconfirmed_payments`)
-/// on either backend, given its placeholders and how it orders txids in byte order.
-pub(super) fn watched_unconfirmed_payments_sql(environment: &str, limit: &str, txid_in_byte_order: &str) -> String {
+/// on either backend, given where its schema keeps invoices, its placeholders and how it
+/// orders txids in byte order.
+pub(super) fn watched_unconfirmed_payments_sql(
+    invoices: &InvoiceSql,
+    environment: &str,
+    limit: &str,
+    txid_in_byte_order: &str,
+) -> String {
     let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
     format!(
-        "SELECT {columns} FROM payments p JOIN invoices i ON i.order_id = p.order_id
+        "SELECT {columns} FROM payments p JOIN {invoice_of_payment}
          WHERE p.environment = {environment} AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
          ORDER BY p.seen_at, {txid_in_byte_order} LIMIT {limit}",
+        invoice_of_payment = invoices.invoice_of_payment,
         unconfirmed = PaymentState::Unconfirmed.as_str(),
     )
 }
 
-/// A row of [`WATCHED_INVOICE_COLUMNS`].
+/// A row of [`watched_invoices_sql`]: order id, coin, address.
 pub(super) fn watched_invoice(row: &dyn RowValues) -> Result<WatchedInvoice> {
     Ok(WatchedInvoice { order_id: row.text(0)?, currency: row.text(1)?, address: row.text(2)? })
 }

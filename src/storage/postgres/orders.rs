@@ -1,6 +1,7 @@
 //! PostgreSQL statements for orders and invoices: those of `sqlite/orders.rs`, with
-//! the same column lists and row builders (`storage/rows.rs`) and positional `$n`
-//! parameters.
+//! the same order columns and row builders (`storage/rows.rs`) and positional `$n`
+//! parameters. Invoices are a table of their own here (on SQLite they live in the
+//! order's row): PostgreSQL writes no log of pages per B-tree for it to save.
 
 use postgres::types::ToSql;
 
@@ -9,8 +10,26 @@ use crate::environment::Environment;
 use crate::error::Result;
 use crate::orders::{Order, OrderStatus, OrderWithInvoice};
 use crate::payments::PaymentState;
-use crate::storage::rows::{self, INVOICE_COLUMNS, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
+use crate::storage::rows::{self, InvoiceSql, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
 use crate::storage::PriorCreate;
+
+/// The invoice columns, aliased `i`, in the order [`rows::order_with_invoice`] reads
+/// them after [`ORDER_COLUMNS`].
+const INVOICE_COLUMNS: &str = "i.invoice_id, i.amount AS i_amount, i.currency AS i_currency, i.rate,
+    i.status AS i_status, i.receive_amount, i.receive_currency AS i_receive_currency,
+    i.created_at AS i_created_at, i.expired_at, i.updated_at AS i_updated_at, i.address, i.payment_uri,
+    i.derivation_index";
+
+/// Where the statements both backends share find an invoice: the `invoices` table.
+pub(super) const INVOICES: InvoiceSql = InvoiceSql {
+    orders_with_invoices: "invoices i JOIN orders o ON o.order_id = i.order_id",
+    invoice_of_payment: "invoices i ON i.order_id = p.order_id",
+    currency: "i.currency",
+    status: "i.status",
+    expired_at: "i.expired_at",
+    address: "i.address",
+    derivation_index: "i.derivation_index",
+};
 
 /// The order row of `insert_order_with_invoice`.
 const INSERT_ORDER: &str =

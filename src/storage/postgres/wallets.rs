@@ -80,12 +80,12 @@ impl PgConn {
         late_since_ms: i64,
         limit: i64,
     ) -> Result<Vec<WatchedInvoice>> {
-        let sql = rows::watched_invoices_sql("$1", "$2", "$3");
+        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, "$1", "$2", "$3");
         self.query(&sql, &[&environment.as_str(), &late_since_ms, &limit], rows::watched_invoice)
     }
 
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let sql = rows::watched_unconfirmed_payments_sql("$1", "$2", "p.txid COLLATE \"C\"");
+        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, "$1", "$2", "p.txid COLLATE \"C\"");
         self.query(&sql, &[&environment.as_str(), &limit], rows::payment)
     }
 

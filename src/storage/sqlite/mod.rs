@@ -39,6 +39,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0007_key_display_name.sql"),
     include_str!("../../../migrations/sqlite/0008_wallets.sql"),
     include_str!("../../../migrations/sqlite/0009_append_list_indexes.sql"),
+    include_str!("../../../migrations/sqlite/0010_invoice_in_order_row.sql"),
 ];
 
 /// The schema version this library writes.
@@ -598,6 +599,11 @@ mod tests {
         let order = order.ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
         assert_eq!(order.order.amount.to_string(), "19.99");
         assert_eq!(order.invoice.address, "");
+        // Schema 10 moved the invoice into the order's row, with every field.
+        assert_eq!(order.invoice.invoice_id, "inv-1");
+        assert_eq!(order.invoice.currency, "USDT");
+        assert_eq!(order.invoice.expired_at.as_millis(), 2000);
+        assert_eq!(order.invoice.status, crate::OrderStatus::New);
         assert!(!order.order.marked_paid);
         let version = store
             .read(|c| c.sqlite_for_test().pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).db())?;

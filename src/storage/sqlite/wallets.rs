@@ -85,7 +85,7 @@ impl SqliteConn<'_> {
         late_since_ms: i64,
         limit: i64,
     ) -> Result<Vec<WatchedInvoice>> {
-        let sql = rows::watched_invoices_sql(":environment", ":late_since", ":limit");
+        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, ":environment", ":late_since", ":limit");
         self.query(
             &sql,
             named_params! {":environment": environment.as_str(), ":late_since": late_since_ms, ":limit": limit},
@@ -94,7 +94,7 @@ impl SqliteConn<'_> {
     }
 
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let sql = rows::watched_unconfirmed_payments_sql(":environment", ":limit", "p.txid");
+        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, ":environment", ":limit", "p.txid");
         self.query(&sql, named_params! {":environment": environment.as_str(), ":limit": limit}, rows::payment)
     }
 
