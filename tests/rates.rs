@@ -72,6 +72,46 @@ fn a_rate_change_does_not_touch_existing_invoices() {
 }
 
 #[test]
+fn a_rate_changed_by_another_service_or_program_is_quoted_by_the_next_create() {
+    // A create quotes at the rate row this service saw last and checks it inside its own
+    // write; a row changed elsewhere is found there and the create quotes again.
+    let h = harness();
+    h.svc.set_rate("USDT", "USD", dec("2"), None).expect("set_rate");
+    assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "5");
+
+    // Another service on the same database.
+    let other = Service::open(h.db(), config(Environment::Sandbox, &h.clock)).expect("open another service");
+    other.set_rate("USDT", "USD", dec("4"), None).expect("set_rate elsewhere");
+    let id = order_in(&h, "USD", "10", "USDT");
+    assert_eq!(quoted(&h, &id), "2.5");
+    assert_eq!(h.svc.order(&id).expect("order").invoice.rate, dec("4"));
+
+    // Another program, in SQL: the rate raised, then removed (the sandbox's built-in
+    // USDT/USD rate of 1 applies again), then set to expire before the order is made.
+    let mut raw = RawDb::open(&h.db());
+    raw.execute("UPDATE rates SET rate = ?1 WHERE crypto = 'USDT' AND fiat = 'USD'", &["8"]);
+    assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "1.25");
+    raw.execute("DELETE FROM rates WHERE crypto = ?1", &["USDT"]);
+    assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "10");
+    other.set_rate("USDT", "USD", dec("5"), Some(Timestamp(now_ms(&h) + 1_000))).expect("set_rate elsewhere");
+    assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "2");
+    raw.execute("UPDATE rates SET valid_until = ?1", &[&(now_ms(&h) - 1).to_string()]);
+    assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "10");
+
+    // In live there is no built-in rate: one removed elsewhere is refused, naming the field.
+    let live = harness_with(Environment::Live, |_| {});
+    live.svc.set_rate("BTC", "EUR", dec("50000"), None).expect("set_rate");
+    assert_eq!(quoted(&live, &order_in(&live, "EUR", "10", "BTC")), "0.0002");
+    RawDb::open(&live.db()).execute("DELETE FROM rates WHERE crypto = ?1", &["BTC"]);
+    let refused = live.post(&json!({"currency": "EUR", "amount": 10, "pay_currency": "BTC"}));
+    assert_invalid(&refused, "pay_currency");
+    // And one set elsewhere after a refusal is quoted at once.
+    let other = Service::open(live.db(), config(Environment::Live, &live.clock)).expect("open another service");
+    other.set_rate("BTC", "EUR", dec("40000"), None).expect("set_rate elsewhere");
+    assert_eq!(quoted(&live, &order_in(&live, "EUR", "10", "BTC")), "0.00025");
+}
+
+#[test]
 fn an_expired_rate_falls_back() {
     // Sandbox: back to the built-in test rate.
     let h = harness();

@@ -3,6 +3,7 @@
 mod chain;
 mod emails;
 mod payments;
+mod quotes;
 mod wallets;
 mod webhooks;
 pub use chain::{ChainWatchReport, MISSING_PASSES};
@@ -15,7 +16,7 @@ use std::sync::Mutex;
 use crate::addresses::{self, DepositAddress};
 use crate::config::Config;
 use crate::environment::Environment;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StorageError};
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString, DISPLAY_NAME_MAX_CHARS};
 use crate::mail;
 use crate::money;
@@ -25,7 +26,7 @@ use crate::orders::{
 use crate::rate_limit::RateLimiter;
 use crate::render;
 use crate::secrets::SecretBox;
-use crate::storage::{Conn, KeyCredential, KeyRow, Store, StoreOptions, StoreTarget};
+use crate::storage::{Conn, KeyCredential, KeyRow, PriorCreate, Store, StoreOptions, StoreTarget};
 use crate::time::Timestamp;
 
 /// How often a key's `last_used_at` is written at most: often enough to tell an unused
@@ -77,6 +78,8 @@ pub struct Service {
     unwritten_key_uses: Mutex<HashMap<String, Timestamp>>,
     /// Watch-only wallets parsed once per process.
     wallets: wallets::WalletCache,
+    /// The rate table's rows as this service last read them, for quotes.
+    rate_memo: quotes::RateMemo,
     /// The chain watcher's backoff and missing-transaction counts.
     chain_state: chain::WatchState,
 }
@@ -87,6 +90,19 @@ pub(crate) fn canonical_order_id(order_id: &str) -> Result<String> {
     uuid::Uuid::parse_str(order_id.trim())
         .map(|id| id.hyphenated().to_string())
         .map_err(|_| Error::new(ErrorKind::OrderNotFound))
+}
+
+/// How many times a create quotes when the rate table keeps changing under it.
+const QUOTE_ATTEMPTS: u32 = 4;
+
+/// How a create's write transaction ended.
+enum Attempt {
+    /// The order was stored; with the invoice as a wallet completed it, if one did.
+    Stored(Option<Box<CreatedOrder>>),
+    /// An order with this `merchant_order_id` exists: nothing was written.
+    Prior(PriorCreate),
+    /// The rate table no longer gives the quoted rate: nothing was written.
+    RateMoved,
 }
 
 /// The environment variable naming the secret key file when a PostgreSQL service's
@@ -165,6 +181,7 @@ impl Service {
             last_used_written: Mutex::new(HashMap::new()),
             unwritten_key_uses: Mutex::new(HashMap::new()),
             wallets: wallets::WalletCache::default(),
+            rate_memo: quotes::RateMemo::default(),
             chain_state: chain::WatchState::default(),
         })
     }
@@ -483,19 +500,11 @@ impl Service {
             self.check_webhook_target(merchant.environment, url)?;
         }
         let request_hash = valid.fingerprint();
-        let rate = self.current_rate(&valid.pay_currency, &valid.currency).map_err(|error| {
-            // Name the field the merchant chose: the fiat currency unless they picked the coin.
-            match (error.kind(), request.pay_currency.is_some()) {
-                (ErrorKind::InvalidParameter { rule, .. }, false) => Error::invalid("currency", rule.clone()),
-                _ => error,
-            }
-        })?;
-        let decimals = money::coin_decimals(&valid.pay_currency)
-            .ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {}", valid.pay_currency)))?;
-        let crypto_amount = money::crypto_amount(valid.amount, rate, decimals)
-            .ok_or_else(|| Error::invalid("amount", "cannot be quoted at the current rate"))?;
-
         let now = self.now();
+        let chose_coin = request.pay_currency.is_some();
+        let (mut rate, crypto_amount) =
+            self.quote(valid.amount, &valid.currency, &valid.pay_currency, chose_coin, now)?;
+
         let order_id = time_ordered_id(now);
         let merchant_order_id =
             valid.merchant_order_id.clone().unwrap_or_else(|| format!("ord_{}", keys::random_id(24)));
@@ -538,23 +547,21 @@ impl Service {
                 );
             }
         }
-        let invoice_id = time_ordered_id(now);
-        let deposit = self.deposit_address(&order_id, &invoice_id, &valid.pay_currency, crypto_amount)?;
         let invoice = Invoice {
-            invoice_id,
+            invoice_id: time_ordered_id(now),
             order_id: order_id.clone(),
             merchant_order_id,
             amount: crypto_amount,
             currency: valid.pay_currency,
-            rate,
+            rate: rate.rate,
             status: OrderStatus::New,
             receive_amount: rust_decimal::Decimal::ZERO,
             receive_currency: String::new(),
             created_at: now,
             expired_at: now.plus_ms(ttl_ms),
             updated_at: now,
-            address: deposit.address,
-            payment_uri: deposit.payment_uri.unwrap_or_default(),
+            address: String::new(),
+            payment_uri: String::new(),
             derivation_index: None,
         };
         let mut created = CreatedOrder {
@@ -563,42 +570,89 @@ impl Service {
             replayed: false,
             response_body: String::new(),
         };
-        created.response_body = render::create_response_json(&created);
 
         // A host's address source gives every address; without one, the coin's
         // watch-only wallet does, its next index taken in this very transaction.
         let from_wallets = self.config.address_source.is_none();
-        let outcome = self.store.write(|db| {
-            if valid.merchant_order_id.is_some() {
-                let existing =
-                    db.prior_create(merchant.user_id, merchant.environment, &created.order.order.merchant_order_id)?;
-                if let Some(prior) = existing {
-                    return Ok(Err(prior));
+        let mut attempt = 1;
+        loop {
+            let invoice = &mut created.order.invoice;
+            let deposit = self.deposit_address(&order_id, &invoice.invoice_id, &invoice.currency, invoice.amount)?;
+            invoice.address = deposit.address;
+            invoice.payment_uri = deposit.payment_uri.unwrap_or_default();
+            created.response_body = render::create_response_json(&created);
+            let (order, invoice) = (&created.order.order, &created.order.invoice);
+            let outcome = self.store.write(|db| {
+                if valid.merchant_order_id.is_some() {
+                    let existing = db.prior_create(merchant.user_id, merchant.environment, &order.merchant_order_id)?;
+                    if let Some(prior) = existing {
+                        return Ok(Attempt::Prior(prior));
+                    }
+                }
+                if !self.quote_holds(db, &invoice.currency, &order.currency, &rate, now)? {
+                    return Ok(Attempt::RateMoved);
+                }
+                let derived = if from_wallets { self.with_derived_address(db, &created)? } else { None };
+                let stored = derived.as_ref().unwrap_or(&created);
+                db.insert_order_with_invoice(&stored.order, &request_hash, &stored.response_body)?;
+                if let Some(recipient) = &stored.order.order.customer_email {
+                    let email = mail::payment_link_email(&stored.order.order, recipient, &stored.payment_url);
+                    db.insert_email(merchant.environment, &email)?;
+                }
+                Ok(Attempt::Stored(derived.map(Box::new)))
+            })?;
+            match outcome {
+                Attempt::Stored(None) => return Ok(created),
+                Attempt::Stored(Some(derived)) => return Ok(*derived),
+                Attempt::Prior(prior) => {
+                    let merchant_order_id = created.order.order.merchant_order_id;
+                    return self.settle_prior(
+                        merchant,
+                        &request_hash,
+                        prior.request_hash,
+                        prior.create_response,
+                        &merchant_order_id,
+                    );
+                }
+                Attempt::RateMoved if attempt < QUOTE_ATTEMPTS => {
+                    // Another service or program changed the rate since this one last
+                    // read it: quote again at the row the write just read.
+                    attempt += 1;
+                    let (order, invoice) = (&created.order.order, &mut created.order.invoice);
+                    let (new_rate, amount) =
+                        self.quote(order.amount, &order.currency, &invoice.currency, chose_coin, now)?;
+                    (rate, invoice.rate, invoice.amount) = (new_rate.clone(), new_rate.rate, amount);
+                }
+                Attempt::RateMoved => {
+                    return Err(Error::new(ErrorKind::Storage(StorageError::new(
+                        true,
+                        std::io::Error::other("the exchange rate kept changing while the order was quoted"),
+                    ))))
                 }
             }
-            let derived = if from_wallets { self.with_derived_address(db, &created)? } else { None };
-            let stored = derived.as_ref().unwrap_or(&created);
-            db.insert_order_with_invoice(&stored.order, &request_hash, &stored.response_body)?;
-            if let Some(recipient) = &stored.order.order.customer_email {
-                let email = mail::payment_link_email(&stored.order.order, recipient, &stored.payment_url);
-                db.insert_email(merchant.environment, &email)?;
-            }
-            Ok(Ok(derived))
-        })?;
-        match outcome {
-            Ok(None) => Ok(created),
-            Ok(Some(derived)) => Ok(derived),
-            Err(prior) => {
-                let merchant_order_id = created.order.order.merchant_order_id;
-                self.settle_prior(
-                    merchant,
-                    &request_hash,
-                    prior.request_hash,
-                    prior.create_response,
-                    &merchant_order_id,
-                )
-            }
         }
+    }
+
+    /// The quote for `amount` of `fiat` in `coin` at `now`: the rate, and the coin amount.
+    /// A missing rate names the field the merchant chose: the fiat currency unless they
+    /// picked the coin (`chose_coin`).
+    fn quote(
+        &self,
+        amount: rust_decimal::Decimal,
+        fiat: &str,
+        coin: &str,
+        chose_coin: bool,
+        now: Timestamp,
+    ) -> Result<(quotes::QuotedRate, rust_decimal::Decimal)> {
+        let rate = self.quoted_rate(coin, fiat, now).map_err(|error| match (error.kind(), chose_coin) {
+            (ErrorKind::InvalidParameter { rule, .. }, false) => Error::invalid("currency", rule.clone()),
+            _ => error,
+        })?;
+        let decimals =
+            money::coin_decimals(coin).ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {coin}")))?;
+        let crypto_amount = money::crypto_amount(amount, rate.rate, decimals)
+            .ok_or_else(|| Error::invalid("amount", "cannot be quoted at the current rate"))?;
+        Ok((rate, crypto_amount))
     }
 
     /// A create whose `merchant_order_id` is taken: the same request replays the first

@@ -483,6 +483,7 @@ impl Service {
             updated_at: self.now(),
         };
         self.store.write(|db| db.upsert_rate(&rate))?;
+        self.rate_memo.remember(crypto, fiat, Some(rate.clone()));
         Ok(rate)
     }
 
@@ -494,6 +495,7 @@ impl Service {
     /// Removes a host-set rate (the sandbox's built-in rate, if any, applies again).
     pub fn delete_rate(&self, crypto: &str, fiat: &str) -> Result<()> {
         if self.store.write(|db| db.delete_rate(self.environment(), crypto, fiat))? {
+            self.rate_memo.remember(crypto, fiat, None);
             Ok(())
         } else {
             Err(Error::invalid("rate", format!("no rate set for {crypto}/{fiat}")))
@@ -503,19 +505,12 @@ impl Service {
     /// The rate to quote `crypto` in `fiat` now: the host's rate source first, then the
     /// rate table (unless expired), then the sandbox's built-in test rates.
     pub fn current_rate(&self, crypto: &str, fiat: &str) -> Result<Decimal> {
-        if let Some(source) = &self.config().rate_source {
-            if let Some(rate) = source.rate(crypto, fiat).filter(|r| *r > Decimal::ZERO) {
-                return Ok(rate);
-            }
+        if let Some(rate) = self.host_rate(crypto, fiat) {
+            return Ok(rate);
         }
         let now = self.now();
-        if let Some(rate) = self.store.read(|db| db.rate(self.environment(), crypto, fiat))? {
-            if rate.valid_until.is_none_or(|until| until > now) {
-                return Ok(rate.rate);
-            }
-        }
-        crate::rates::builtin_rate(self.environment(), crypto, fiat)
-            .ok_or_else(|| Error::invalid("pay_currency", format!("no rate for {crypto}/{fiat}")))
+        let row = self.store.read(|db| db.rate(self.environment(), crypto, fiat))?;
+        self.table_rate(row.as_ref(), crypto, fiat, now)
     }
 
     /// What is still due on an order, in its invoice's crypto currency: the invoice
