@@ -95,7 +95,7 @@ fn a_rate_changed_by_another_service_or_program_is_quoted_by_the_next_create() {
     assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "10");
     other.set_rate("USDT", "USD", dec("5"), Some(Timestamp(now_ms(&h) + 1_000))).expect("set_rate elsewhere");
     assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "2");
-    raw.execute("UPDATE rates SET valid_until = ?1", &[&(now_ms(&h) - 1).to_string()]);
+    raw.batch(&format!("UPDATE rates SET valid_until = {}", now_ms(&h) - 1));
     assert_eq!(quoted(&h, &order_in(&h, "USD", "10", "USDT")), "10");
 
     // In live there is no built-in rate: one removed elsewhere is refused, naming the field.
