@@ -531,10 +531,13 @@ impl Service {
             deleted: false,
             marked_paid: false,
         };
-        // A retry of a create that already happened must not cost the host's wallet an
-        // address: look for it before asking. (Two copies racing both ask; the loser's
-        // address is then never shown. The check inside the write below decides.)
-        if let Some(merchant_order_id) = &valid.merchant_order_id {
+        // A retry of a create that already happened must not cost the host's address
+        // source an address: look for it before asking. (Two copies racing both ask; the
+        // loser's address is then never shown. The check inside the write below decides,
+        // and is all the other address kinds need: a watch-only wallet's index is taken
+        // after it, and sandbox addresses cost nothing, so they skip this read snapshot.)
+        let host_addresses = self.config.address_source.is_some();
+        if let (Some(merchant_order_id), true) = (&valid.merchant_order_id, host_addresses) {
             let prior =
                 self.store.read(|db| db.prior_create(merchant.user_id, merchant.environment, merchant_order_id))?;
             if let Some(prior) = prior {
@@ -573,7 +576,7 @@ impl Service {
 
         // A host's address source gives every address; without one, the coin's
         // watch-only wallet does, its next index taken in this very transaction.
-        let from_wallets = self.config.address_source.is_none();
+        let from_wallets = !host_addresses;
         let mut attempt = 1;
         loop {
             let invoice = &mut created.order.invoice;
