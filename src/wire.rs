@@ -250,21 +250,23 @@ impl Service {
                     self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?))?;
                 return Ok(WireResponse::json_body(200, render::list_response_json(&page)));
             }
+            // A create confirms a key it admitted before inside its own write.
+            Route::CreateOrder => {
+                let created = self.create_as(request.client, api_key, || parse_create_order(&request.body))?;
+                return Ok(WireResponse::json_body(201, created.response_body));
+            }
             _ => {}
         }
         let merchant = self.authenticate_client(request.client, api_key)?;
         match route {
-            Route::CreateOrder => {
-                let create = parse_create_order(&request.body)?;
-                let created = self.create_order(&merchant, &create)?;
-                Ok(WireResponse::json_body(201, created.response_body))
-            }
             Route::Simulate(order_id) => {
                 self.get_order(&merchant, order_id)?;
                 let action = parse_simulate(&request.body)?;
                 Ok(order_response(&self.simulate(order_id, &action)?.order))
             }
-            Route::Page(_) | Route::GetOrder(_) | Route::ListOrders => Err(Error::new(ErrorKind::NotFound)),
+            Route::Page(_) | Route::GetOrder(_) | Route::ListOrders | Route::CreateOrder => {
+                Err(Error::new(ErrorKind::NotFound))
+            }
         }
     }
 }

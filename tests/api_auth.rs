@@ -140,6 +140,38 @@ fn a_key_changed_in_the_database_by_another_program_is_seen_by_the_next_request(
     assert_error(&h.get("/v1/orders"), 401, "Unauthorized");
 }
 
+#[test]
+fn a_create_with_a_key_changed_since_it_was_last_admitted_is_judged_on_the_stored_key() {
+    // A create admits a key it admitted before from memory and confirms it inside its
+    // own write; a change made since, by another program or another service, decides.
+    let h = harness();
+    let order = json!({"currency": "USD", "amount": 10});
+    let stored = |h: &Harness| RawDb::open(&h.db()).strings("SELECT order_id FROM orders").len();
+    for _ in 0..3 {
+        assert_eq!(h.post(&order).status, 201);
+    }
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET status = 'inactive'");
+    assert_error(&h.post(&order), 400, "AUTHENTICATION_FAILED");
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET status = 'active'");
+    assert_eq!(h.post(&order).status, 201);
+    assert_eq!(stored(&h), 4, "nothing was written for the refused create");
+
+    // Moved to another merchant: the order is that merchant's.
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET user_id = 7");
+    let moved = h.create(&order);
+    assert_eq!(moved["data"]["user_id"], json!(7), "{moved}");
+
+    // Deactivated through another service on the same database, then deleted.
+    let other = Service::open(h.db(), config(Environment::Sandbox, &h.clock)).expect("open another service");
+    other.deactivate_key(&h.key_id).expect("deactivate elsewhere");
+    assert_error(&h.post(&order), 400, "AUTHENTICATION_FAILED");
+    other.activate_key(&h.key_id).expect("activate elsewhere");
+    assert_eq!(h.post(&order).status, 201);
+    other.delete_key(&h.key_id).expect("delete elsewhere");
+    assert_error(&h.post(&order), 401, "Unauthorized");
+    assert_eq!(stored(&h), 6);
+}
+
 // ---------------------------------------------------------------- rate limit
 
 #[test]

@@ -1,5 +1,6 @@
 //! [`Service`]: the typed API of the order service over one SQLite file.
 
+mod admitted;
 mod chain;
 mod emails;
 mod payments;
@@ -80,6 +81,8 @@ pub struct Service {
     wallets: wallets::WalletCache,
     /// The rate table's rows as this service last read them, for quotes.
     rate_memo: quotes::RateMemo,
+    /// Keys admitted before, for creates that confirm them in their own write.
+    admitted_keys: admitted::AdmittedKeys,
     /// The chain watcher's backoff and missing-transaction counts.
     chain_state: chain::WatchState,
 }
@@ -103,6 +106,8 @@ enum Attempt {
     Prior(PriorCreate),
     /// The rate table no longer gives the quoted rate: nothing was written.
     RateMoved,
+    /// The key to confirm is no longer the stored one: nothing was written.
+    KeyChanged,
 }
 
 /// The environment variable naming the secret key file when a PostgreSQL service's
@@ -182,6 +187,7 @@ impl Service {
             unwritten_key_uses: Mutex::new(HashMap::new()),
             wallets: wallets::WalletCache::default(),
             rate_memo: quotes::RateMemo::default(),
+            admitted_keys: admitted::AdmittedKeys::default(),
             chain_state: chain::WatchState::default(),
         })
     }
@@ -382,11 +388,7 @@ impl Service {
         work: impl FnOnce(&MerchantReads<'_, '_>) -> Result<T>,
     ) -> Result<(Merchant, T)> {
         let now = self.now();
-        if let Some(address) = &client {
-            if let Err(wait_ms) = self.auth_failures.check(address, now.as_millis()) {
-                return Err(Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) }));
-            }
-        }
+        self.failed_auths_allow(client, now)?;
         let outcome = self.presented_key_hash(api_key).and_then(|hash| {
             self.store.read(|db| {
                 let merchant = self.admit_key(db.key_by_hash(&hash)?, &hash, now)?;
@@ -405,6 +407,16 @@ impl Service {
             Err(_) => {}
         }
         outcome
+    }
+
+    /// Refuses a client whose failed authentications used up [`Config::failed_auth_limit`].
+    fn failed_auths_allow(&self, client: Option<std::net::IpAddr>, now: Timestamp) -> Result<()> {
+        match &client {
+            Some(address) => self.auth_failures.check(address, now.as_millis()).map_err(|wait_ms| {
+                Error::new(ErrorKind::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) })
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The hash to look a presented key up by, or why it cannot be one of this service's.
@@ -494,6 +506,19 @@ impl Service {
     /// An identical retry with the same `merchant_order_id` returns the original result
     /// (`replayed: true`); a different request reusing it fails with `ORDER_DUPLICATE`.
     pub fn create_order(&self, merchant: &Merchant, request: &CreateOrder) -> Result<CreatedOrder> {
+        // With no key to confirm, the create always ends in an order or an error.
+        self.create_order_confirming(merchant, request, None)?.ok_or_else(|| Error::new(ErrorKind::Unauthorized))
+    }
+
+    /// [`Service::create_order`], which first confirms inside its write transaction that
+    /// the stored key is still exactly `key`, if given; `None` when it is not (nothing
+    /// was written).
+    pub(crate) fn create_order_confirming(
+        &self,
+        merchant: &Merchant,
+        request: &CreateOrder,
+        key: Option<&KeyCredential>,
+    ) -> Result<Option<CreatedOrder>> {
         self.check_merchant(merchant)?;
         let valid = request.validate(&self.config)?;
         if let Some(url) = &valid.webhook_url {
@@ -538,16 +563,21 @@ impl Service {
         // after it, and sandbox addresses cost nothing, so they skip this read snapshot.)
         let host_addresses = self.config.address_source.is_some();
         if let (Some(merchant_order_id), true) = (&valid.merchant_order_id, host_addresses) {
-            let prior =
-                self.store.read(|db| db.prior_create(merchant.user_id, merchant.environment, merchant_order_id))?;
+            let prior = self.store.read(|db| {
+                if let Some(key) = key {
+                    if db.key_by_hash(&key.key_hash)?.as_ref() != Some(key) {
+                        return Ok(Err(Attempt::KeyChanged));
+                    }
+                }
+                Ok(Ok(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
+            })?;
+            let Ok(prior) = prior else {
+                return Ok(None);
+            };
             if let Some(prior) = prior {
-                return self.settle_prior(
-                    merchant,
-                    &request_hash,
-                    prior.request_hash,
-                    prior.create_response,
-                    merchant_order_id,
-                );
+                return self
+                    .settle_prior(merchant, &request_hash, prior.request_hash, prior.create_response, merchant_order_id)
+                    .map(Some);
             }
         }
         let invoice = Invoice {
@@ -586,6 +616,11 @@ impl Service {
             created.response_body = render::create_response_json(&created);
             let (order, invoice) = (&created.order.order, &created.order.invoice);
             let outcome = self.store.write(|db| {
+                if let Some(key) = key {
+                    if db.key_by_hash(&key.key_hash)?.as_ref() != Some(key) {
+                        return Ok(Attempt::KeyChanged);
+                    }
+                }
                 if valid.merchant_order_id.is_some() {
                     let existing = db.prior_create(merchant.user_id, merchant.environment, &order.merchant_order_id)?;
                     if let Some(prior) = existing {
@@ -605,17 +640,20 @@ impl Service {
                 Ok(Attempt::Stored(derived.map(Box::new)))
             })?;
             match outcome {
-                Attempt::Stored(None) => return Ok(created),
-                Attempt::Stored(Some(derived)) => return Ok(*derived),
+                Attempt::Stored(None) => return Ok(Some(created)),
+                Attempt::Stored(Some(derived)) => return Ok(Some(*derived)),
+                Attempt::KeyChanged => return Ok(None),
                 Attempt::Prior(prior) => {
                     let merchant_order_id = created.order.order.merchant_order_id;
-                    return self.settle_prior(
-                        merchant,
-                        &request_hash,
-                        prior.request_hash,
-                        prior.create_response,
-                        &merchant_order_id,
-                    );
+                    return self
+                        .settle_prior(
+                            merchant,
+                            &request_hash,
+                            prior.request_hash,
+                            prior.create_response,
+                            &merchant_order_id,
+                        )
+                        .map(Some);
                 }
                 Attempt::RateMoved if attempt < QUOTE_ATTEMPTS => {
                     // Another service or program changed the rate since this one last

@@ -14,7 +14,7 @@ pub(crate) struct PriorCreate {
 
 /// What authenticating a request needs of a stored key, and nothing more: read on every
 /// API request, so it leaves out the sealed secret, hint, URL and times.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct KeyCredential {
     pub id: String,
     pub user_id: i64,
