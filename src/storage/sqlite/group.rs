@@ -46,6 +46,9 @@ pub(super) struct Writer {
 struct Ended {
     through: u64,
     failures: VecDeque<(u64, bool, String)>,
+    /// Members asleep on `ended_changed`: with none, ending a group wakes no one (a
+    /// writer alone would otherwise pay a futex system call per write).
+    sleepers: usize,
 }
 
 /// The writer, shared by group commit.
@@ -241,8 +244,11 @@ impl GroupWriter {
                 ended.failures.pop_front();
             }
         }
+        let sleepers = ended.sleepers;
         drop(ended);
-        self.ended_changed.notify_all();
+        if sleepers > 0 {
+            self.ended_changed.notify_all();
+        }
         committed
     }
 
@@ -256,9 +262,11 @@ impl GroupWriter {
                     Some((_, busy, text)) => Err(group_failed(*busy, text)),
                 };
             }
+            ended.sleepers += 1;
             let (next, timeout) =
                 self.ended_changed.wait_timeout(ended, STALE_CHECK).unwrap_or_else(|poisoned| poisoned.into_inner());
             ended = next;
+            ended.sleepers -= 1;
             if timeout.timed_out() {
                 // Nobody took the writer since: the member that was to commit is gone
                 // (it panicked). Commit the group from here.
