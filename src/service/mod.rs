@@ -529,6 +529,9 @@ impl Service {
     ///
     /// An identical retry with the same `merchant_order_id` returns the original result
     /// (`replayed: true`); a different request reusing it fails with `ORDER_DUPLICATE`.
+    /// The invoice is quoted at the rate the rate table gives when the order is written:
+    /// a rate changed meanwhile by another service or program makes the create quote
+    /// again (see `service/quotes.rs`).
     pub fn create_order(&self, merchant: &Merchant, request: &CreateOrder) -> Result<CreatedOrder> {
         // With no key to confirm, the create always ends in an order or an error.
         self.create_order_confirming(merchant, request, None)?.ok_or_else(|| Error::new(ErrorKind::Unauthorized))
