@@ -388,4 +388,10 @@ fn a_replayed_or_duplicate_create_does_not_cost_the_wallet_an_address() {
     // A new merchant_order_id asks again.
     assert_eq!(h.post(&json!({"currency": "USD", "amount": 10, "merchant_order_id": "cart-10"})).status, 201);
     assert_eq!(wallet.calls.lock().expect("lock").len(), 2);
+
+    // The replay is looked for before the write, with the key the request was admitted
+    // by confirmed there too: a key deactivated by another program replays nothing.
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET status = 'inactive'");
+    assert_error(&h.post(&body), 400, "AUTHENTICATION_FAILED");
+    assert_eq!(wallet.calls.lock().expect("lock").len(), 2, "nor did it ask the wallet");
 }

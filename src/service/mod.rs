@@ -69,6 +69,15 @@ fn generated_merchant_order_id(now: Timestamp) -> String {
     id
 }
 
+/// Whether the stored key is still exactly `key` (when there is one to confirm), read in
+/// the caller's transaction.
+fn key_unchanged(db: &Conn<'_>, key: Option<&KeyCredential>) -> Result<bool> {
+    match key {
+        Some(key) => Ok(db.key_by_hash(&key.key_hash)?.as_ref() == Some(key)),
+        None => Ok(true),
+    }
+}
+
 /// Writes each key's last use, in the caller's transaction.
 fn touch_keys(db: &Conn<'_>, uses: &HashMap<String, Timestamp>) -> Result<()> {
     for (key_id, at) in uses {
@@ -590,15 +599,13 @@ impl Service {
         let host_addresses = self.config.address_source.is_some();
         if let (Some(merchant_order_id), true) = (&valid.merchant_order_id, host_addresses) {
             let prior = self.store.read(|db| {
-                if let Some(key) = key {
-                    if db.key_by_hash(&key.key_hash)?.as_ref() != Some(key) {
-                        return Ok(Err(Attempt::KeyChanged));
-                    }
+                if !key_unchanged(db, key)? {
+                    return Ok(None);
                 }
-                Ok(Ok(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
+                Ok(Some(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
             })?;
-            let Ok(prior) = prior else {
-                return Ok(None);
+            let Some(prior) = prior else {
+                return Ok(None); // the key changed
             };
             if let Some(prior) = prior {
                 return self
@@ -642,10 +649,8 @@ impl Service {
             created.response_body = render::create_response_json(&created);
             let (order, invoice) = (&created.order.order, &created.order.invoice);
             let outcome = self.store.write(|db| {
-                if let Some(key) = key {
-                    if db.key_by_hash(&key.key_hash)?.as_ref() != Some(key) {
-                        return Ok(Attempt::KeyChanged);
-                    }
+                if !key_unchanged(db, key)? {
+                    return Ok(Attempt::KeyChanged);
                 }
                 if valid.merchant_order_id.is_some() {
                     let existing = db.prior_create(merchant.user_id, merchant.environment, &order.merchant_order_id)?;
