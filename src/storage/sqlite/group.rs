@@ -7,6 +7,13 @@
 //! the last of the group commits once, with one fsync, for all of them. Every member
 //! returns only after that commit, so a write that returned `Ok` is durable as before;
 //! when the commit fails, every member sees it (and a busy one runs its work again).
+//!
+//! A group commits when no write waits for the writer any more. Writers that take turns
+//! (each back with its next write while the other's commit is in flight) would then
+//! split into alternating groups of about half of them each. So when the last group had
+//! more members than this one, its last member waits a little for the rest before
+//! committing: at most as long as the last commit took, so a lone writer never waits and
+//! a wait costs at most one commit's time (PostgreSQL's `commit_delay`, made adaptive).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +36,10 @@ const STALE_CHECK: Duration = Duration::from_millis(5);
 /// Failed commits remembered for the members still to read them.
 const FAILURES_KEPT: usize = 64;
 
+/// The longest a group's last member waits for more members, whatever the last commit
+/// took: a slow disk should not make every group slow to close.
+const MAX_COMMIT_DELAY: Duration = Duration::from_millis(2);
+
 /// The writer connection and the group whose transaction is open on it, if any.
 pub(super) struct Writer {
     pub(super) conn: Connection,
@@ -38,6 +49,14 @@ pub(super) struct Writer {
     members: usize,
     /// The number the next group gets.
     next: u64,
+    /// Members of the last group that committed: how many writes take turns.
+    last_members: usize,
+    /// How long the last commit took: what waiting for more members may cost.
+    last_commit: Duration,
+    /// Until when the open group's last member waits for more members, once one waited.
+    delay_until: Option<Instant>,
+    /// The longest that wait may be ([`MAX_COMMIT_DELAY`]; tests lengthen it).
+    max_delay: Duration,
 }
 
 /// How the groups ended: every group up to `through` has ended; the failed ones are in
@@ -93,7 +112,16 @@ impl GroupWriter {
     /// The writer over `conn`, with no group open.
     pub(super) fn new(conn: Connection) -> GroupWriter {
         GroupWriter {
-            writer: Mutex::new(Writer { conn, open: None, members: 0, next: 1 }),
+            writer: Mutex::new(Writer {
+                conn,
+                open: None,
+                members: 0,
+                next: 1,
+                last_members: 0,
+                last_commit: Duration::ZERO,
+                delay_until: None,
+                max_delay: MAX_COMMIT_DELAY,
+            }),
             waiting: AtomicUsize::new(0),
             awaiting_commit: AtomicUsize::new(0),
             ended: Mutex::new(Ended::default()),
@@ -135,15 +163,26 @@ impl GroupWriter {
             let outcome = run_member(&writer.conn, alone, &mut work);
             // Work that met a busy database (its savepoint rolled back) runs again.
             let run_again = matches!(&outcome, Err(error) if is_busy(error)) && Instant::now() < deadline;
-            if self.waiting.load(Ordering::SeqCst) > 0 && writer.members < MAX_MEMBERS {
-                // Others are queued for the writer: the last of them commits for all.
+            let others_queued = self.waiting.load(Ordering::SeqCst) > 0 && writer.members < MAX_MEMBERS;
+            // Others are queued for the writer: the last of them commits for all. Or the
+            // writes that took turns with this group's are likely on their way: wait a
+            // little for them, and commit only if none came.
+            let delay = match others_queued || outcome.is_err() || writer.members >= writer.last_members {
+                true => None,
+                false => commit_delay(&mut writer),
+            };
+            if others_queued || delay.is_some() {
+                let members = writer.members;
                 drop(writer);
                 if run_again {
                     continue;
                 }
                 let value = outcome?;
                 self.awaiting_commit.fetch_add(1, Ordering::SeqCst);
-                let ended = self.wait_for(group);
+                let ended = match delay {
+                    Some(until) => self.wait_for_more(group, members, until),
+                    None => self.wait_for(group),
+                };
                 self.awaiting_commit.fetch_sub(1, Ordering::SeqCst);
                 match ended {
                     Ok(()) => return Ok(value),
@@ -225,7 +264,10 @@ impl GroupWriter {
 
     /// Commits group `group` (open on `writer`) and tells its members how it ended.
     fn commit(&self, writer: &mut Writer, group: u64) -> Result<()> {
+        let started = Instant::now();
         let committed = writer.conn.prepare_cached("COMMIT").db().and_then(|mut commit| commit.execute([]).db());
+        writer.last_commit = started.elapsed();
+        writer.last_members = writer.members;
         if committed.is_err() && !writer.conn.is_autocommit() {
             let _ = writer.conn.execute_batch("ROLLBACK");
         }
@@ -236,6 +278,7 @@ impl GroupWriter {
     fn end(&self, writer: &mut Writer, group: u64, committed: Result<()>) -> Result<()> {
         writer.open = None;
         writer.members = 0;
+        writer.delay_until = None;
         let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         ended.through = ended.through.max(group);
         if let Err(error) = &committed {
@@ -250,6 +293,35 @@ impl GroupWriter {
             self.ended_changed.notify_all();
         }
         committed
+    }
+
+    /// Waits, as the last of group `group`'s `members` so far, until `until` for more
+    /// members; then commits the group if none came (one that came ends it instead).
+    fn wait_for_more(&self, group: u64, members: usize, until: Instant) -> Result<()> {
+        let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while ended.through < group {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            ended.sleepers += 1;
+            let (next, _) =
+                self.ended_changed.wait_timeout(ended, left).unwrap_or_else(|poisoned| poisoned.into_inner());
+            ended = next;
+            ended.sleepers -= 1;
+        }
+        drop(ended);
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut writer = self.lock();
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let nobody_came = writer.open == Some(group) && writer.members == members;
+        if nobody_came && self.waiting.load(Ordering::SeqCst) == 0 && !writer.conn.is_autocommit() {
+            return self.commit(&mut writer, group);
+        }
+        // A member that came since (or one queued now) commits the group, or the group
+        // already ended: read how.
+        drop(writer);
+        self.wait_for(group)
     }
 
     /// Waits until group `group` ended; its commit's outcome.
@@ -316,6 +388,14 @@ fn begin(writer: &mut Writer, busy_timeout: Duration, deadline: Instant) -> Resu
     writer.open = Some(group);
     writer.members = 0;
     Ok(group)
+}
+
+/// Until when the open group's last member waits for more members, if it should wait:
+/// one deadline per group, at most the last commit's time after the first wait began.
+fn commit_delay(writer: &mut Writer) -> Option<Instant> {
+    let now = Instant::now();
+    let until = *writer.delay_until.get_or_insert_with(|| now + writer.last_commit.min(writer.max_delay));
+    (until > now).then_some(until)
 }
 
 /// Runs one member's `work` in a savepoint of the open transaction: kept if it succeeds,
@@ -475,6 +555,55 @@ mod tests {
         assert_eq!(stored(&writer), (0..320).collect::<Vec<i64>>());
         let groups = writer.lock().next - 1;
         assert!(groups < 320, "writes queued behind a commit join the next one: {groups} commits for 320 writes");
+    }
+
+    /// Makes the next group's last member wait up to `delay` for more members, as after
+    /// a group of `members` whose commit took `delay`.
+    fn after_a_group_of(writer: &GroupWriter, members: usize, delay: Duration) {
+        let mut guard = writer.lock();
+        (guard.last_members, guard.last_commit, guard.max_delay) = (members, delay, delay);
+    }
+
+    #[test]
+    fn a_write_arriving_while_the_last_member_waits_for_more_shares_its_commit() {
+        let (_dir, writer) = writer();
+        after_a_group_of(&writer, 2, Duration::from_secs(30));
+        let first = {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || writer.write(Duration::from_secs(5), |conn| insert(conn, 1)))
+        };
+        // The first write ran and now waits for a second member, its transaction open.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while writer.awaiting_commit.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(writer.awaiting_commit.load(Ordering::SeqCst), 1, "the first write waits for more members");
+        let started = Instant::now();
+        writer.write(Duration::from_secs(5), |conn| insert(conn, 2)).expect("the second write");
+        assert!(matches!(first.join().expect("thread"), Ok(())));
+        assert!(started.elapsed() < Duration::from_secs(10), "the group of two commits at once, not after the wait");
+        assert_eq!(writer.lock().next, 2, "one commit for both writes");
+        assert_eq!(writer.lock().last_members, 2);
+        assert_eq!(stored(&writer), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_member_waiting_for_more_commits_alone_when_none_come() {
+        let (_dir, writer) = writer();
+        after_a_group_of(&writer, 3, Duration::from_millis(300));
+        let started = Instant::now();
+        writer.write(Duration::from_secs(5), |conn| insert(conn, 1)).expect("the write");
+        assert!(started.elapsed() >= Duration::from_millis(300), "it waited for the others first");
+        assert_eq!(stored(&writer), vec![1]);
+        assert_eq!(writer.lock().last_members, 1, "the next group expects one member");
+        // A lone writer then never waits: each write commits at once.
+        writer.lock().max_delay = Duration::from_secs(30);
+        let started = Instant::now();
+        for n in 2..=5 {
+            writer.write(Duration::from_secs(5), |conn| insert(conn, n)).expect("a lone write");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "lone writes commit without waiting");
+        assert_eq!(stored(&writer), vec![1, 2, 3, 4, 5]);
     }
 
     #[test]
