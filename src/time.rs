@@ -44,7 +44,8 @@ impl Timestamp {
 /// `core::fmt` (or chrono's general RFC 3339 writer) for each of their seven fields cost
 /// more than the rest of a Get Order body's rendering.
 fn iso_bytes(millis: i64) -> Option<[u8; 24]> {
-    let dt = DateTime::from_timestamp_millis(millis)?;
+    // The naive UTC form: `DateTime<Utc>`'s accessors each add the (zero) offset again.
+    let dt = DateTime::from_timestamp_millis(millis)?.naive_utc();
     let year = u32::try_from(dt.year()).ok().filter(|year| *year <= 9999)?;
     let mut out = *b"0000-00-00T00:00:00.000Z";
     let mut put = |at: usize, width: usize, mut value: u32| {
@@ -60,7 +61,7 @@ fn iso_bytes(millis: i64) -> Option<[u8; 24]> {
     put(11, 2, dt.hour());
     put(14, 2, dt.minute());
     put(17, 2, dt.second());
-    put(20, 3, dt.timestamp_subsec_millis());
+    put(20, 3, u32::try_from(millis.rem_euclid(1000)).ok()?);
     Some(out)
 }
 
