@@ -307,6 +307,59 @@ fn an_address_source_supplies_the_invoice_address() {
     assert_eq!(status["payment_uri"], json!("custom:wallet-USDT-1?value=10"));
 }
 
+/// A wallet that, each time it is asked for an address (between a create's quote and its
+/// write), changes the USDT/USD rate behind the service's back, `moves` times in all:
+/// to 2, then 3, then 4, ...
+#[derive(Debug)]
+struct RateMover {
+    db: std::sync::OnceLock<std::path::PathBuf>,
+    moves: usize,
+    calls: Mutex<usize>,
+}
+
+impl AddressSource for RateMover {
+    fn deposit_address(&self, _: &str, currency: &str, _: Decimal) -> Result<DepositAddress, String> {
+        let mut calls = self.calls.lock().map_err(|e| e.to_string())?;
+        *calls += 1;
+        if *calls <= self.moves {
+            let db = self.db.get().ok_or("no database yet")?;
+            let rate = (*calls + 1).to_string();
+            RawDb::open(db).execute("UPDATE rates SET rate = ?1 WHERE crypto = 'USDT' AND fiat = 'USD'", &[&rate]);
+        }
+        Ok(DepositAddress { address: format!("moved-{currency}-{calls}"), payment_uri: None })
+    }
+}
+
+/// A harness whose address source moves the rate `moves` times, and that source.
+fn rate_moving_harness(moves: usize) -> (Harness, Arc<RateMover>) {
+    let mover = Arc::new(RateMover { db: std::sync::OnceLock::new(), moves, calls: Mutex::new(0) });
+    let source: Arc<dyn AddressSource> = mover.clone();
+    let h = harness_with(Environment::Sandbox, |c| c.address_source = Some(source));
+    mover.db.set(h.db()).expect("set once");
+    h.svc.set_rate("USDT", "USD", dec("1"), None).expect("set_rate");
+    (h, mover)
+}
+
+#[test]
+fn a_create_quotes_again_while_the_rate_moves_and_gives_up_after_four_quotes() {
+    // Moved three times: the fourth quote holds, at the rate the third move set.
+    let (h, mover) = rate_moving_harness(3);
+    let id = order_in(&h, "USD", "12", "USDT");
+    let invoice = h.svc.order(&id).expect("order").invoice;
+    assert_eq!((invoice.rate, invoice.amount), (dec("4"), dec("3")));
+    assert_eq!(invoice.address, "moved-USDT-4", "one address asked for per quote");
+    assert_eq!(*mover.calls.lock().expect("lock"), 4);
+
+    // Moving every time: after four quotes the create gives up, writing nothing, with a
+    // busy storage error (503, to retry) rather than a quote the table no longer gives.
+    let (h, mover) = rate_moving_harness(usize::MAX);
+    let resp = h.post(&json!({"currency": "USD", "amount": 12, "pay_currency": "USDT"}));
+    assert_error(&resp, 503, "ServiceUnavailable");
+    assert_eq!(resp.header_value("retry-after"), Some("1"));
+    assert_eq!(*mover.calls.lock().expect("lock"), 4);
+    assert!(list_all(&h.svc, &h.key).is_empty(), "no order written");
+}
+
 #[derive(Debug)]
 struct BrokenWallet;
 
