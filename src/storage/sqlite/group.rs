@@ -14,6 +14,8 @@
 //! more members than this one, its last member waits a little for the rest before
 //! committing: at most as long as the last commit took, so a lone writer never waits and
 //! a wait costs at most one commit's time (PostgreSQL's `commit_delay`, made adaptive).
+//! Waits that find nobody (the last group's other member was background work, or a
+//! client that paused) make later groups wait only now and then: one in 2, 4, ... 64.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +42,10 @@ const FAILURES_KEPT: usize = 64;
 /// took: a slow disk should not make every group slow to close.
 const MAX_COMMIT_DELAY: Duration = Duration::from_millis(2);
 
+/// After waits for more members that found nobody, one group in 2, 4, ... up to 2 to
+/// this power waits.
+const MAX_BACKOFF_SHIFT: u32 = 6;
+
 /// The writer connection and the group whose transaction is open on it, if any.
 pub(super) struct Writer {
     pub(super) conn: Connection,
@@ -57,6 +63,8 @@ pub(super) struct Writer {
     delay_until: Option<Instant>,
     /// The longest that wait may be ([`MAX_COMMIT_DELAY`]; tests lengthen it).
     max_delay: Duration,
+    /// Waits for more members in a row that ended with nobody come.
+    missed_in_row: u32,
 }
 
 /// How the groups ended: every group up to `through` has ended; the failed ones are in
@@ -121,6 +129,7 @@ impl GroupWriter {
                 last_commit: Duration::ZERO,
                 delay_until: None,
                 max_delay: MAX_COMMIT_DELAY,
+                missed_in_row: 0,
             }),
             waiting: AtomicUsize::new(0),
             awaiting_commit: AtomicUsize::new(0),
@@ -315,6 +324,7 @@ impl GroupWriter {
         let mut writer = self.lock();
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         let nobody_came = writer.open == Some(group) && writer.members == members;
+        writer.missed_in_row = if nobody_came { writer.missed_in_row.saturating_add(1) } else { 0 };
         if nobody_came && self.waiting.load(Ordering::SeqCst) == 0 && !writer.conn.is_autocommit() {
             return self.commit(&mut writer, group);
         }
@@ -391,8 +401,16 @@ fn begin(writer: &mut Writer, busy_timeout: Duration, deadline: Instant) -> Resu
 }
 
 /// Until when the open group's last member waits for more members, if it should wait:
-/// one deadline per group, at most the last commit's time after the first wait began.
+/// one deadline per group, at most the last commit's time after the first wait began,
+/// and fewer groups wait while waits find nobody.
 fn commit_delay(writer: &mut Writer) -> Option<Instant> {
+    let group = writer.open?;
+    // After waits that found nobody, only every 2nd, 4th, ... group waits: the writes
+    // that shared the last group were not taking turns (a background batch, a client
+    // that paused).
+    if group % (1 << writer.missed_in_row.min(MAX_BACKOFF_SHIFT)) != 0 {
+        return None;
+    }
     let now = Instant::now();
     let until = *writer.delay_until.get_or_insert_with(|| now + writer.last_commit.min(writer.max_delay));
     (until > now).then_some(until)
@@ -564,13 +582,13 @@ mod tests {
         (guard.last_members, guard.last_commit, guard.max_delay) = (members, delay, delay);
     }
 
-    #[test]
-    fn a_write_arriving_while_the_last_member_waits_for_more_shares_its_commit() {
-        let (_dir, writer) = writer();
-        after_a_group_of(&writer, 2, Duration::from_secs(30));
+    /// A write waits for more members, another comes: one commit for both.
+    fn a_write_arriving_joins(writer: &Arc<GroupWriter>) {
+        after_a_group_of(writer, 2, Duration::from_secs(30));
+        let groups_before = writer.lock().next;
         let first = {
-            let writer = Arc::clone(&writer);
-            std::thread::spawn(move || writer.write(Duration::from_secs(5), |conn| insert(conn, 1)))
+            let writer = Arc::clone(writer);
+            std::thread::spawn(move || writer.write(Duration::from_secs(5), |conn| insert(conn, 101)))
         };
         // The first write ran and now waits for a second member, its transaction open.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -579,12 +597,18 @@ mod tests {
         }
         assert_eq!(writer.awaiting_commit.load(Ordering::SeqCst), 1, "the first write waits for more members");
         let started = Instant::now();
-        writer.write(Duration::from_secs(5), |conn| insert(conn, 2)).expect("the second write");
+        writer.write(Duration::from_secs(5), |conn| insert(conn, 102)).expect("the second write");
         assert!(matches!(first.join().expect("thread"), Ok(())));
         assert!(started.elapsed() < Duration::from_secs(10), "the group of two commits at once, not after the wait");
-        assert_eq!(writer.lock().next, 2, "one commit for both writes");
+        assert_eq!(writer.lock().next, groups_before + 1, "one commit for both writes");
         assert_eq!(writer.lock().last_members, 2);
-        assert_eq!(stored(&writer), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_write_arriving_while_the_last_member_waits_for_more_shares_its_commit() {
+        let (_dir, writer) = writer();
+        a_write_arriving_joins(&writer);
+        assert_eq!(stored(&writer), vec![101, 102]);
     }
 
     #[test]
@@ -604,6 +628,35 @@ mod tests {
         }
         assert!(started.elapsed() < Duration::from_secs(10), "lone writes commit without waiting");
         assert_eq!(stored(&writer), vec![1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn after_waits_that_found_nobody_fewer_and_fewer_groups_wait() {
+        let (_dir, writer) = writer();
+        let delay = Duration::from_millis(200);
+        // Each write follows a group of three, as if two others took turns with it; none
+        // comes. A write alone is group n, n = 1, 2, ...
+        let waited: Vec<bool> = (1..=8)
+            .map(|n| {
+                after_a_group_of(&writer, 3, delay);
+                let started = Instant::now();
+                writer.write(Duration::from_secs(5), |conn| insert(conn, n)).expect("the write");
+                started.elapsed() >= delay
+            })
+            .collect();
+        // Group 1 waits in vain, then only even groups wait (2, in vain), then every
+        // fourth (4, in vain), then every eighth (8).
+        assert_eq!(waited, vec![true, true, false, true, false, false, false, true]);
+        assert_eq!(writer.lock().missed_in_row, 4);
+        assert_eq!(stored(&writer), (1..=8).collect::<Vec<i64>>());
+        assert_eq!(writer.lock().last_members, 1);
+        // A wait that someone joins starts over: every group may wait again. (Lone
+        // writes, which do not wait, bring the groups up to 16, the next to wait.)
+        while writer.lock().next % 16 != 0 {
+            writer.write(Duration::from_secs(5), |conn| insert(conn, 0)).expect("a lone write");
+        }
+        a_write_arriving_joins(&writer);
+        assert_eq!(writer.lock().missed_in_row, 0);
     }
 
     #[test]
