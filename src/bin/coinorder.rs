@@ -734,16 +734,20 @@ impl ServeLog {
     /// One line of `kind` with `text` (text format) or `fields` (JSON format).
     fn line(&self, kind: &str, text: &str, fields: Value) {
         let time = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
-        match self.format {
-            LogFormat::Text => eprintln!("coinorder: {time} {kind} {text}"),
+        let line = match self.format {
+            LogFormat::Text => format!("coinorder: {time} {kind} {text}\n"),
             LogFormat::Json => {
                 let mut line = json!({ "time": time, "kind": kind });
                 if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
                     line.extend(fields);
                 }
-                eprintln!("{line}");
+                format!("{line}\n")
             }
-        }
+        };
+        // One `write` per line, as the server's request log: `eprintln!` makes one per
+        // piece of its format (stderr has no buffer), and a line per webhook attempt comes
+        // thousands of times a second. A closed stderr must not stop the work logged.
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     }
 
     fn event(&self, event: &coinorder::Event) {
