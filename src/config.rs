@@ -281,11 +281,8 @@ pub struct SqliteOptions {
     pub cache_mib: u64,
     /// A thread of the service copies the write-ahead log into the database file every
     /// half second (true, the default), so that no committing write does it itself:
-    /// without it, about one create in 90 waits for such a checkpoint, 10–20 ms. When no
-    /// commit came since its last run, it also holds a read transaction open until the
-    /// next, which keeps SQLite's read lock in the process: reads then skip two `fcntl`
-    /// calls each (typed Get Order 1.3× faster on a quiet store). Turn it off only to run
-    /// [`crate::Service::checkpoint`] yourself.
+    /// without it, about one create in 90 waits for such a checkpoint, 10–20 ms. Turn it
+    /// off only to run [`crate::Service::checkpoint`] yourself.
     pub background_checkpoints: bool,
 }
 

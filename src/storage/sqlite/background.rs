@@ -5,8 +5,7 @@
 //! about one create in 90 then copied the log and waited for the file's fsync, the
 //! 14–20 ms p99 of creates. Every host gets it (Rust, C, Python), not only
 //! `coinorder serve`; [`crate::config::SqliteOptions::background_checkpoints`] turns it
-//! off. On a quiet store it also keeps SQLite's read lock in the process between runs
-//! ([`SqliteStore::checkpoint_and_pin`]).
+//! off.
 
 use std::ops::Deref;
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -54,8 +53,8 @@ impl Deref for OpenSqlite {
     }
 }
 
-/// The checkpoint thread: runs [`SqliteStore::checkpoint_and_pin`] every [`INTERVAL`]
-/// until dropped.
+/// The checkpoint thread: runs [`SqliteStore::checkpoint`] every [`INTERVAL`] until
+/// dropped.
 #[derive(Debug)]
 struct BackgroundCheckpoints {
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -79,7 +78,7 @@ impl BackgroundCheckpoints {
                 let Some(store) = store.upgrade() else { return };
                 // A checkpoint that fails (another process holding the file, a full disk)
                 // loses nothing: the log keeps every page, and the next run tries again.
-                let _ = store.checkpoint_and_pin();
+                let _ = store.checkpoint();
             }
         })?;
         Ok(BackgroundCheckpoints { stop, thread: Some(thread) })

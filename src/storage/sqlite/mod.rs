@@ -89,19 +89,6 @@ pub(crate) struct SqliteStore {
     /// Set by the first background checkpoint, which raised the writer's automatic
     /// checkpoint from [`WAL_INLINE_PAGES`] to [`WAL_CAP_PAGES`].
     checkpoints_in_background: std::sync::atomic::AtomicBool,
-    /// The connection that holds a read transaction open between background checkpoints
-    /// while nothing is written (see [`SqliteStore::checkpoint_and_pin`]); `None` until
-    /// the first one.
-    pin: Mutex<Option<Pin>>,
-}
-
-/// See [`SqliteStore::checkpoint_and_pin`].
-#[derive(Debug)]
-struct Pin {
-    conn: Connection,
-    /// `PRAGMA data_version` in its last snapshot: it changes with every commit of
-    /// another connection.
-    data_version: i64,
 }
 
 /// A pooled read-only connection, with the key credentials it looked up.
@@ -150,7 +137,6 @@ impl SqliteStore {
             readers: Mutex::new(Vec::new()),
             checkpointer: Mutex::new(None),
             checkpoints_in_background: std::sync::atomic::AtomicBool::new(false),
-            pin: Mutex::new(None),
         })
     }
 
@@ -224,57 +210,6 @@ impl SqliteStore {
     /// committing write checkpoints only past [`WAL_CAP_PAGES`] rather than SQLite's
     /// usual 1,000 pages.
     pub(crate) fn checkpoint(&self) -> Result<Checkpoint> {
-        // Held throughout, so that no pin is taken while the log is copied.
-        let mut pin = self.pin.lock().unwrap_or_else(|p| p.into_inner());
-        end_pin(&mut pin);
-        self.checkpoint_unpinned()
-    }
-
-    /// [`SqliteStore::checkpoint`], then a read transaction held open on a connection of
-    /// its own until the next run, if nothing was written since the last run and the log
-    /// is all in the file: the background thread's run (`background.rs`).
-    ///
-    /// Why: SQLite takes a reader's WAL read lock on the `-shm` file with `fcntl`, under a
-    /// mutex of the process, only for the first reader of the process, and drops it only
-    /// with the last. A transaction held open on the lock that readers take while nothing
-    /// is written keeps both `fcntl`s out of every read. Measured at 100k orders
-    /// (`benches/perf.rs --only http,reads`, alternating runs): typed `get_order`
-    /// 177–180k/s without it, 276–278k/s with it; `handle` GET 138–144k/s → 201–202k/s;
-    /// HTTP GET order 54–61k/s → 63–69k/s.
-    ///
-    /// Why only then, and never past the next run: an open read transaction keeps every
-    /// checkpoint from copying the log past its snapshot, and from starting the log over.
-    /// So this process's checkpoints end the pin first; after a commit (of any process:
-    /// `PRAGMA data_version` moved) readers take newer locks, so the pin would only hold
-    /// the log back and is not taken; another process's checkpoint waits for it at most
-    /// one interval; and a process that finds part of the log still held by a reader
-    /// (such as another process's pin) takes no pin itself, so two processes on one file
-    /// never keep each other's log from starting over.
-    pub(crate) fn checkpoint_and_pin(&self) -> Result<Checkpoint> {
-        let mut pin = self.pin.lock().unwrap_or_else(|p| p.into_inner());
-        end_pin(&mut pin);
-        let done = self.checkpoint_unpinned()?;
-        if done.checkpointed_pages < done.log_pages {
-            return Ok(done);
-        }
-        let (conn, seen) = match pin.take() {
-            Some(Pin { conn, data_version }) => (conn, Some(data_version)),
-            None => (self.open_reader()?, None),
-        };
-        conn.execute_batch("BEGIN").db()?;
-        // The transaction takes its snapshot, and its read lock, at its first read.
-        // On an error the connection is closed, ending its transaction.
-        let data_version = conn.pragma_query_value(None, "data_version", |row| row.get::<_, i64>(0)).db()?;
-        *pin = Some(Pin { conn, data_version });
-        if seen != Some(data_version) {
-            // Written to since the last run (or the first run): readers would take newer
-            // read locks than this one anyway, so it would only hold the log back.
-            end_pin(&mut pin);
-        }
-        Ok(done)
-    }
-
-    fn checkpoint_unpinned(&self) -> Result<Checkpoint> {
         if !self.checkpoints_in_background.load(std::sync::atomic::Ordering::SeqCst) {
             self.writer.between_groups(|conn| conn.pragma_update(None, "wal_autocheckpoint", WAL_CAP_PAGES).db())?;
             self.checkpoints_in_background.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -378,14 +313,6 @@ impl SqliteConn<'_> {
     #[cfg(test)]
     pub(crate) fn connection(&self) -> &Connection {
         self.0
-    }
-}
-
-/// Ends the pin's read transaction, if it has one; a pin that cannot end it is closed.
-fn end_pin(pin: &mut Option<Pin>) {
-    if pin.as_ref().is_some_and(|pin| !pin.conn.is_autocommit() && pin.conn.execute_batch("COMMIT").is_err()) {
-        // Closing the connection ends its transaction for sure.
-        *pin = None;
     }
 }
 
@@ -545,59 +472,6 @@ mod tests {
         let old = SqliteStore::open(&old_path, options())?;
         assert_eq!(page_size(&old)?, 4096);
         old.write(|c| c.sqlite_for_test().execute("INSERT INTO earlier VALUES (1)", []).db())?;
-        Ok(())
-    }
-
-    #[test]
-    fn a_quiet_store_holds_a_read_lock_between_runs_and_gives_it_up_for_writes() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let path = dir.path().join("t.db");
-        let store = SqliteStore::open(&path, options())?;
-        store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
-        let write = || store.write(|c| c.sqlite_for_test().execute("INSERT INTO filler VALUES (x'00')", []).db());
-        // Another process's checkpoint (SQLite tells connections of one process apart as
-        // it tells processes apart): how much of the log it could copy.
-        let other = Connection::open(&path).db()?;
-        let others_checkpoint = || passive_checkpoint(&other);
-
-        // The first run has no earlier version to compare with: no pin.
-        store.checkpoint_and_pin()?;
-        write()?;
-        let copied = others_checkpoint()?;
-        assert_eq!(copied.checkpointed_pages, copied.log_pages, "nothing held the log back: {copied:?}");
-        // A run after a write takes none either.
-        store.checkpoint_and_pin()?;
-        write()?;
-        let copied = others_checkpoint()?;
-        assert_eq!(copied.checkpointed_pages, copied.log_pages, "no pin after a write: {copied:?}");
-
-        // A run after a quiet interval holds one: a write made after it stays in the log
-        // for another process's checkpoint...
-        store.checkpoint_and_pin()?;
-        store.checkpoint_and_pin()?;
-        write()?;
-        let held = others_checkpoint()?;
-        assert!(held.checkpointed_pages < held.log_pages, "the pin holds the log back: {held:?}");
-        // ...and readers still see it.
-        let rows = store
-            .read(|c| c.sqlite_for_test().query_row("SELECT count(*) FROM filler", [], |r| r.get::<_, i64>(0)).db())?;
-        assert_eq!(rows, 3);
-        // This process's own checkpoint ends the pin first and copies everything.
-        let own = store.checkpoint()?;
-        assert_eq!(own.checkpointed_pages, own.log_pages, "{own:?}");
-
-        // No pin is taken while another reader holds part of the log, even in a quiet
-        // interval: the other process could then never start the log over.
-        other.execute_batch("BEGIN").db()?;
-        other.query_row("SELECT count(*) FROM filler", [], |r| r.get::<_, i64>(0)).db()?;
-        write()?;
-        let held = store.checkpoint_and_pin()?;
-        assert!(held.checkpointed_pages < held.log_pages, "the other reader held it back: {held:?}");
-        store.checkpoint_and_pin()?;
-        other.execute_batch("COMMIT").db()?;
-        other.busy_timeout(Duration::ZERO).db()?;
-        let restart_busy = other.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0)).db()?;
-        assert_eq!(restart_busy, 0, "no reader of this store kept the other from starting the log over");
         Ok(())
     }
 
