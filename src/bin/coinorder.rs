@@ -733,7 +733,7 @@ struct ServeLog {
 impl ServeLog {
     /// One line of `kind` with `text` (text format) or `fields` (JSON format).
     fn line(&self, kind: &str, text: &str, fields: Value) {
-        let time = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        let time = coinorder::Timestamp(chrono::Utc::now().timestamp_millis()).to_iso();
         let line = match self.format {
             LogFormat::Text => format!("coinorder: {time} {kind} {text}\n"),
             LogFormat::Json => {
