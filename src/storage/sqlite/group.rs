@@ -176,9 +176,10 @@ impl GroupWriter {
             // Others are queued for the writer: the last of them commits for all. Or the
             // writes that took turns with this group's are likely on their way: wait a
             // little for them, and commit only if none came.
-            let delay = match others_queued || outcome.is_err() || writer.members >= writer.last_members {
-                true => None,
-                false => commit_delay(&mut writer),
+            let delay = if others_queued || outcome.is_err() || writer.members >= writer.last_members {
+                None
+            } else {
+                commit_delay(&mut writer)
             };
             if others_queued || delay.is_some() {
                 let members = writer.members;
