@@ -31,7 +31,12 @@ pub fn fiat_minor_units(field: &str, code: &str) -> Result<u32> {
         return Err(rule());
     }
     let currency = iso_currency::Currency::from_code(code).ok_or_else(rule)?;
-    currency.exponent().map(u32::from).ok_or_else(rule)
+    currency.exponent().map(u32::from).ok_or_else(|| {
+        Error::invalid(
+            field,
+            format!("must be the ISO 4217 code of a currency with a minor unit, not of a metal, fund or test unit, got {code:?}"),
+        )
+    })
 }
 
 /// Parses a decimal amount from its text (`"19.99"`, `"1e3"`), exactly.
@@ -60,8 +65,35 @@ pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
     };
     match parsed {
         Ok(value) => Ok(value.normalize()),
-        // A well-formed number that still does not fit has too many digits.
-        Err(_) => Err(Error::invalid(field, "has too many digits (at most 28 significant digits)")),
+        Err(_) => Err(Error::invalid(field, beyond_exact_decimals(mantissa, exponent))),
+    }
+}
+
+/// The rule a well-formed number that does not fit an exact decimal breaks (a
+/// [`Decimal`] holds 28 digits, and at most 28 of them after the point): named from
+/// where its first and last significant digits stand, so that `1e30` is too large and
+/// `1e-30` has too many decimal places, rather than both "too many digits".
+fn beyond_exact_decimals(mantissa: &str, exponent: Option<&str>) -> &'static str {
+    let digits = mantissa.trim_start_matches('-');
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let all: String = [whole, fraction].concat();
+    // An exponent too long for an i64 is too large or too small beyond any doubt.
+    let shift = exponent.map_or(Some(0), |e| e.trim_start_matches('+').parse::<i64>().ok());
+    let (Some(first), Some(last), Some(shift)) = (all.find(|c| c != '0'), all.rfind(|c| c != '0'), shift) else {
+        return match exponent.is_some_and(|e| e.starts_with('-')) {
+            true => "has too many decimal places (at most 28)",
+            false => "is too large (at most 28 digits before the decimal point)",
+        };
+    };
+    let point = i64::try_from(whole.len()).unwrap_or(i64::MAX).saturating_add(shift);
+    // Digit positions counted from the point: 0 is the units, -1 the first decimal place.
+    let position = |index: usize| point.saturating_sub(1).saturating_sub(i64::try_from(index).unwrap_or(i64::MAX));
+    if position(first) >= 28 {
+        "is too large (at most 28 digits before the decimal point)"
+    } else if position(last) < -28 {
+        "has too many decimal places (at most 28)"
+    } else {
+        "has too many digits (at most 28 significant digits)"
     }
 }
 
@@ -172,7 +204,8 @@ mod tests {
         assert_eq!(fiat_minor_units("currency", "JPY").ok(), Some(0));
         assert_eq!(fiat_minor_units("currency", "KWD").ok(), Some(3));
         assert!(fiat_minor_units("currency", "usd").is_err());
-        assert!(fiat_minor_units("currency", "XAU").is_err());
+        let metal = fiat_minor_units("currency", "XAU").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(metal.contains("minor unit") && metal.contains("XAU"), "{metal}");
         assert!(fiat_minor_units("currency", "ABC").is_err());
     }
 
@@ -188,7 +221,16 @@ mod tests {
         assert_eq!(parse_decimal("amount", &tenth).unwrap_or_default(), Decimal::new(1, 1));
         let long = format!("1.{}1", "0".repeat(40));
         let message = parse_decimal("amount", &long).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(message.contains("too many digits"), "{message}");
+        assert!(message.contains("too many decimal places"), "{message}");
+        let rule = |text: &str| parse_decimal("amount", text).err().map(|e| e.to_string()).unwrap_or_default();
+        for large in ["1e30", "1e400", "100000000000000000000000000000", "-1E+29", "12.5e28", "1e99999999999999999999"]
+        {
+            assert!(rule(large).contains("too large"), "{large}: {}", rule(large));
+        }
+        for fine in ["1e-30", "0.00000000000000000000000000001", "5E-400", "1e-99999999999999999999"] {
+            assert!(rule(fine).contains("decimal places"), "{fine}: {}", rule(fine));
+        }
+        assert!(rule("1234567890.12345678901234567891").contains("significant digits"));
         assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
     }
 

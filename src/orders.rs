@@ -405,7 +405,7 @@ impl ListOrders {
             return Err(Error::limit("limit", format!("at most {LIST_MAX_LIMIT}")));
         }
         if i64::try_from(self.offset).is_err() {
-            return Err(Error::invalid("offset", "is too large"));
+            return Err(Error::invalid("offset", format!("must be an integer from 0 to {}", i64::MAX)));
         }
         Ok(())
     }

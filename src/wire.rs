@@ -412,11 +412,13 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
                     if limit > i64::from(LIST_MAX_LIMIT) { u32::MAX } else { u32::try_from(limit).unwrap_or(0) };
             }
             "offset" => {
-                list.offset = value
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|offset| i64::try_from(*offset).is_ok())
-                    .ok_or_else(|| Error::invalid("offset", "must be an integer >= 0"))?;
+                list.offset = match value.parse::<u64>() {
+                    Ok(offset) => offset,
+                    // All digits but too long for an integer: [`ListOrders::validate`]
+                    // names the largest offset.
+                    Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+                    Err(_) => return Err(Error::invalid("offset", "must be an integer >= 0")),
+                };
             }
             _ => {}
         }
