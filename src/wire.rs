@@ -330,10 +330,15 @@ pub fn parse_simulate(body: &[u8]) -> Result<crate::SimulateAction> {
     SimulateAction::from_name(&action, amount, confirmed)
 }
 
+/// The error of a body over [`MAX_BODY_BYTES`] (DESIGN §4), however far over it is.
+pub(crate) fn body_too_large() -> Error {
+    Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes"))
+}
+
 /// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>> {
     if body.len() > MAX_BODY_BYTES {
-        return Err(Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes")));
+        return Err(body_too_large());
     }
     match serde_json::from_slice(body) {
         Ok(Value::Object(fields)) => Ok(fields),
@@ -345,7 +350,7 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Value>> {
 /// the rules live in [`CreateOrder`]'s validation.
 pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
     if body.len() > MAX_BODY_BYTES {
-        return Err(Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes")));
+        return Err(body_too_large());
     }
     let value: Value = serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))?;
     let Value::Object(fields) = value else {

@@ -8,8 +8,8 @@
 //! read, many keep-alive clients at once, oversized heads, an open-file limit of 256, a
 //! database whose write lock another process holds, and key guessing from one address.
 //!
-//! What each test proves, besides what the attack itself must get (413, 408, 431, 503,
-//! a closed connection...):
+//! What each test proves, besides what the attack itself must get (a 400 naming what was
+//! too large or too slow, hyper's bare 431, a 503, a closed connection...):
 //!
 //! * a normal client (a fresh connection, `GET /v1/orders/<id>` with a valid key) is
 //!   answered 200 in under a second while the attacker's connections are open, and after
@@ -632,10 +632,10 @@ fn millis(duration: Duration) -> String {
 
 // ----- The attacks -----
 
-/// 600 connections declare a 20 MB body and send none: each is answered 413 at once and
-/// closed, unread.
+/// 600 connections declare a 20 MB body and send none: each is answered at once with the
+/// API's 400 for a body too large, and closed, unread.
 #[test]
-fn huge_declared_bodies_are_refused_with_413_and_closed() {
+fn huge_declared_bodies_are_refused_with_400_and_closed() {
     let server = Serve::start(Options::default());
     let attack = request(
         "POST",
@@ -657,22 +657,27 @@ fn huge_declared_bodies_are_refused_with_413_and_closed() {
         for (i, (conn, sent)) in conns.iter_mut().enumerate() {
             let deadline = *sent + IO_TIMEOUT;
             let status = conn.status_by(deadline).unwrap_or_else(|e| panic!("batch {batch}, connection {i}: {e}"));
-            assert_eq!(status, Some(413), "batch {batch}, connection {i}");
+            assert_eq!(status, Some(400), "batch {batch}, connection {i}");
             slowest_answer = slowest_answer.max(sent.elapsed());
             match conn.wait_closed(deadline) {
                 (Ending::Eof, _) => endings[0] += 1,
                 (Ending::Reset, _) => endings[1] += 1,
-                (Ending::Open, _) => panic!("batch {batch}, connection {i}: still open after the 413"),
+                (Ending::Open, _) => panic!("batch {batch}, connection {i}: still open after the 400"),
             }
         }
         drop(conns);
         server.assert_memory(&format!("after batch {batch}"));
     }
     server.assert_probe("after the huge declared bodies");
+    let response = server.exchange(&attack);
+    let body = response.json();
+    assert_eq!((response.status, &body["error_code"]), (400, &Value::from("PARAMETERS_MISSING")), "{body}");
+    assert_eq!(body["error"], "body: at most 65536 bytes", "{body}");
+    assert_eq!(response.header("connection"), Some("close"));
     server.finish(
         "huge declared bodies",
         &format!(
-            "600 x 413, slowest status line {}; closed by FIN {} / RST {}",
+            "600 x 400, slowest status line {}; closed by FIN {} / RST {}",
             millis(slowest_answer),
             endings[0],
             endings[1]
@@ -730,10 +735,10 @@ fn idle_connections_are_closed_after_the_header_timeout() {
     );
 }
 
-/// Bodies that stall after 10 of 2000 bytes: answered 408 (or closed) once the body
-/// grace is over.
+/// Bodies that stall after 10 of 2000 bytes: answered 400 naming the body (or closed) once
+/// the body grace is over.
 #[test]
-fn stalled_bodies_get_408() {
+fn stalled_bodies_get_400() {
     let server = Serve::start(Options::default());
     let mut head = request(
         "POST",
@@ -755,22 +760,22 @@ fn stalled_bodies_get_408() {
     let deadline = sent + BODY_GRACE + Duration::from_secs(3);
     let mut outcomes = Vec::new();
     for (i, conn) in conns.iter_mut().enumerate() {
-        let status = conn.status_by(deadline).unwrap_or_else(|e| panic!("stalled body {i}: no 408 nor close: {e}"));
+        let status = conn.status_by(deadline).unwrap_or_else(|e| panic!("stalled body {i}: no 400 nor close: {e}"));
         let at = sent.elapsed();
-        assert!(matches!(status, Some(408) | None), "stalled body {i}: answered {status:?}");
+        assert!(matches!(status, Some(400) | None), "stalled body {i}: answered {status:?}");
         assert!(at >= BODY_GRACE.mul_f64(0.9), "stalled body {i}: refused after {at:?}, within the grace");
         if status.is_some() {
-            assert_ne!(conn.wait_closed(deadline).0, Ending::Open, "stalled body {i}: open after its 408");
+            assert_ne!(conn.wait_closed(deadline).0, Ending::Open, "stalled body {i}: open after its 400");
         }
         outcomes.push((status, at));
     }
     drop(conns);
     server.assert_probe("after the stalled bodies");
-    let answered = outcomes.iter().filter(|(status, _)| *status == Some(408)).count();
+    let answered = outcomes.iter().filter(|(status, _)| *status == Some(400)).count();
     let latest = outcomes.iter().map(|(_, at)| *at).max().unwrap_or_default();
     server.finish(
         "stalled bodies",
-        &format!("{answered} of 8 answered 408 (others closed), all within {} of sending", millis(latest)),
+        &format!("{answered} of 8 answered 400 (others closed), all within {} of sending", millis(latest)),
     );
 }
 
@@ -978,8 +983,9 @@ fn twelve_keep_alive_clients_are_all_answered() {
     );
 }
 
-/// Oversized and ambiguous heads: a 64 MiB header line, 150 headers and a 9000-byte target
-/// get 431 (or a closed connection); two API keys and two lengths get 400.
+/// Oversized and ambiguous heads: a 64 MiB header line and 150 headers get hyper's 431 (or
+/// a closed connection), a 9000-byte target the API's 400 naming it; two API keys and two
+/// lengths get 400.
 #[test]
 fn oversized_and_ambiguous_heads_are_refused() {
     let server = Serve::start(Options::default());
@@ -1027,7 +1033,10 @@ fn oversized_and_ambiguous_heads_are_refused() {
     let target = format!("/v1/orders?pad={}", "a".repeat(9000 - "/v1/orders?pad=".len()));
     assert_eq!(target.len(), 9000);
     let response = server.exchange(&request("GET", &target, &[("x-api-key", &server.key)], "", true));
-    assert_eq!(response.status, 431, "a 9000-byte target: {}", response.text());
+    assert_eq!(response.status, 400, "a 9000-byte target: {}", response.text());
+    let body = response.json();
+    assert_eq!(body["error_code"], "PARAMETERS_MISSING", "{body}");
+    assert_eq!(body["error"], "request target: at most 8192 bytes", "{body}");
     assert_eq!(response.header("connection"), Some("close"));
 
     // Two API keys: which one would be checked is anyone's guess.
@@ -1054,7 +1063,7 @@ fn oversized_and_ambiguous_heads_are_refused() {
     server.finish(
         "oversized heads",
         &format!(
-            "64 MiB header line: {} after the server took {:.1} MiB; 150 headers 431, 9000-byte target 431, \
+            "64 MiB header line: {} after the server took {:.1} MiB; 150 headers 431, 9000-byte target 400, \
              two keys 400, two lengths 400",
             status.map_or("connection closed".to_string(), |s| format!("status {s}")),
             sent as f64 / (1 << 20) as f64
@@ -1268,7 +1277,7 @@ fn every_answer_carries_a_request_id() {
     record("bad body", 400, server.exchange(&request("POST", "/v1/orders", &[("x-api-key", &key)], "not json", true)));
     record(
         "huge body",
-        413,
+        400,
         server.exchange(&request("POST", "/v1/orders", &[("content-length", &HUGE_LENGTH.to_string())], "", false)),
     );
     let lock = WriteLock::take(&server.db);
@@ -1377,7 +1386,7 @@ fn failed_authentications_are_limited_per_client_address() {
 /// `max_header_bytes` (32 KiB here) holds exactly, also for a head that arrives in one
 /// piece (hyper's own check is of its read buffer, which such a head can overshoot).
 #[test]
-fn a_head_over_max_header_bytes_sent_at_once_gets_431() {
+fn a_head_over_max_header_bytes_sent_at_once_gets_400_naming_the_head() {
     let server = Serve::start(Options::default());
     let mut head = request("GET", "/v1/orders?limit=1", &[("x-api-key", &server.key)], "", true);
     let padding = format!("x-pad: {}\r\n\r\n", "a".repeat(40_000));
@@ -1385,7 +1394,10 @@ fn a_head_over_max_header_bytes_sent_at_once_gets_431() {
     head.extend_from_slice(padding.as_bytes());
     assert!(head.len() > 32 * 1024);
     let response = server.exchange(&head);
-    assert_eq!(response.status, 431, "a {}-byte head: {}", head.len(), response.text());
+    assert_eq!(response.status, 400, "a {}-byte head: {}", head.len(), response.text());
+    let body = response.json();
+    assert_eq!(body["error_code"], "PARAMETERS_MISSING", "{body}");
+    assert_eq!(body["error"], "request head: at most 32768 bytes", "{body}");
 }
 
 /// The answers the HTTP layer writes before a request exists (a head too large to

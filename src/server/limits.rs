@@ -11,9 +11,10 @@ use std::time::Duration;
 ///
 /// | limit | answer |
 /// |---|---|
-/// | request target, header bytes, header count | 431, connection closed |
-/// | body above `max_body_bytes` (declared or sent) | 413, connection closed unread |
-/// | body slower than `min_body_rate` after `body_grace` | 408, connection closed |
+/// | request target, header bytes | 400 `PARAMETERS_MISSING` naming `request target` or `request head`, connection closed |
+/// | header count, or a head too large for the HTTP layer to buffer | a bare 431 from the HTTP layer, connection closed |
+/// | body above `max_body_bytes` (declared or sent) | 400 `PARAMETERS_MISSING`, `body: at most 65536 bytes` (the API's rule), connection closed unread |
+/// | body slower than `min_body_rate` after `body_grace` | 400 `PARAMETERS_MISSING` naming `body`, connection closed |
 /// | head not complete within `header_timeout` | connection closed |
 /// | client not reading answers for `write_timeout` | connection closed |
 /// | `max_connections` open | 503 + `Retry-After`, connection closed |

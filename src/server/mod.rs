@@ -461,21 +461,17 @@ enum Answer {
 async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming>) -> Answer {
     let limits = &shared.limits;
     let target_len = request.uri().path_and_query().map_or(0, |target| target.as_str().len());
+    // The server's own limits answer as the API's other failures do (DESIGN §5: 400 but
+    // for 401, 404 and 500), and close the connection, whose next bytes are unread.
     if target_len > limits.max_request_target_bytes {
-        return Answer::Close(refusal(
-            431,
-            "RequestHeaderFieldsTooLarge",
-            &format!("request target: at most {} bytes", limits.max_request_target_bytes),
-        ));
+        let rule = format!("at most {} bytes", limits.max_request_target_bytes);
+        return Answer::Close(WireResponse::from_error(&Error::invalid("request target", rule)));
     }
     // hyper bounds the head by its read buffer, which a head arriving in one piece can
     // overshoot; the limit is the head's own size, counted as sent.
     if head_bytes(&request) > limits.max_header_bytes {
-        return Answer::Close(refusal(
-            431,
-            "RequestHeaderFieldsTooLarge",
-            &format!("request head: at most {} bytes", limits.max_header_bytes),
-        ));
+        let rule = format!("at most {} bytes", limits.max_header_bytes);
+        return Answer::Close(WireResponse::from_error(&Error::invalid("request head", rule)));
     }
     if request.headers().get_all("x-api-key").iter().nth(1).is_some() {
         // Two keys: which one is meant is anyone's guess, and guessing could pick the
@@ -484,7 +480,7 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
     }
     let declared = request.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
     if declared.and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > limits.max_body_bytes as u64) {
-        return Answer::Close(too_large(limits));
+        return Answer::Close(too_large());
     }
     let (parts, body) = request.into_parts();
     let body = match read_body(limits, body).await {
@@ -598,11 +594,8 @@ async fn read_body(limits: &ServerLimits, mut body: Incoming) -> std::result::Re
         let due = started + limits.body_grace + Duration::from_millis(received.saturating_mul(1000) / rate);
         let frame = match tokio::time::timeout_at(due, body.frame()).await {
             Err(_) => {
-                return Err(refusal(
-                    408,
-                    "RequestTimeout",
-                    &format!("body: arrived slower than {} bytes per second", limits.min_body_rate),
-                ))
+                let rule = format!("arrived slower than {} bytes per second", limits.min_body_rate);
+                return Err(WireResponse::from_error(&Error::invalid("body", rule)));
             }
             Ok(None) => return Ok(kept),
             Ok(Some(Err(_))) => {
@@ -613,15 +606,17 @@ async fn read_body(limits: &ServerLimits, mut body: Incoming) -> std::result::Re
         let Ok(data) = frame.into_data() else { continue };
         received += data.len() as u64;
         if received > limits.max_body_bytes as u64 {
-            return Err(too_large(limits));
+            return Err(too_large());
         }
         let room = (MAX_BODY_BYTES + 1).saturating_sub(kept.len());
         kept.extend_from_slice(&data[..data.len().min(room)]);
     }
 }
 
-fn too_large(limits: &ServerLimits) -> WireResponse {
-    refusal(413, "PayloadTooLarge", &format!("body: at most {} bytes", limits.max_body_bytes))
+/// A body over the bytes the server reads at all: the API's own rule for a body too
+/// large, answered before the rest of it is read.
+fn too_large() -> WireResponse {
+    WireResponse::from_error(&crate::wire::body_too_large())
 }
 
 /// A 503 `ServiceUnavailable` with `Retry-After`.
