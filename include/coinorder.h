@@ -175,8 +175,8 @@ const char *coinorder_version(void);
 uint32_t coinorder_abi_version(void);
 
 /**
- * Opens (creating if needed) the order service over `target`: a SQLite file path, as
- * `coinorder --db` takes it.
+ * Opens (creating if needed) the order service over `target`, as `coinorder --db` takes
+ * it: a SQLite file path, or a PostgreSQL URL (`postgres://user@host:5432/db`).
  *
  * `config_json` is NULL for the sandbox defaults, or a JSON object of options, e.g.
  * `{"environment":"live","invoice_ttl":900,"rate_limit":0}` (every option is listed in
@@ -425,14 +425,27 @@ coinorder_status coinorder_simulate(const struct coinorder_service *service,
                                     struct coinorder_error **err);
 
 /**
- * Sends up to `limit` due webhooks (in parallel, bounded) and due payment-link e-mails,
- * and returns when they are answered. `*report_json_out` gets the counts:
+ * Sends up to `limit` due webhooks (in parallel, bounded) and returns when they are
+ * answered; payment-link e-mails go out with [`coinorder_send_due_emails`].
+ * `*report_json_out` gets the counts:
  * `{"attempted","delivered","retrying","failed","no_target"}`.
  */
 coinorder_status coinorder_deliver_due(const struct coinorder_service *service,
                                        uint32_t limit,
                                        char **report_json_out,
                                        struct coinorder_error **err);
+
+/**
+ * Sends up to `limit` due payment-link e-mails (orders created with a `customer_email`)
+ * over the SMTP server of the service's config (`"smtp_url"`, `"smtp_from"`), one at a
+ * time, and returns when they are answered; call it from the same loop or timer as
+ * [`coinorder_deliver_due`]. Without SMTP configured it sends nothing and the e-mails
+ * stay pending. `*report_json_out` gets the counts: `{"attempted","sent","retrying","failed"}`.
+ */
+coinorder_status coinorder_send_due_emails(const struct coinorder_service *service,
+                                           uint32_t limit,
+                                           char **report_json_out,
+                                           struct coinorder_error **err);
 
 /**
  * Moves every order of the service's environment whose quote has run out: NEW →
@@ -608,7 +621,8 @@ const char *coinorder_error_code(const struct coinorder_error *err);
 const char *coinorder_error_message(const struct coinorder_error *err);
 
 /**
- * The HTTP status the spec gives this error (400, 401, 404 or 500); 0 when `err` is NULL.
+ * The HTTP status the spec gives this error (400, 401, 404 or 500, and 503 for a
+ * database another process kept locked past the busy timeout); 0 when `err` is NULL.
  */
 uint16_t coinorder_error_http_status(const struct coinorder_error *err);
 

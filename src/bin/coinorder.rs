@@ -1914,13 +1914,9 @@ fn email_json(email: &Email) -> Value {
 /// What an e-mail run did, and the SMTP server used (password hidden; `null`: none
 /// configured, nothing sent).
 fn email_report_json(report: &EmailReport, smtp: Option<String>) -> Value {
-    json!({
-        "attempted": report.attempted,
-        "sent": report.sent,
-        "retrying": report.retrying,
-        "failed": report.failed,
-        "smtp": smtp,
-    })
+    let mut json = render::email_report(report);
+    json["smtp"] = json!(smtp);
+    json
 }
 
 /// Parses an exchange rate exactly (no binary float on the way).

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::delivery::{DeliveryReport, DeliveryState, EventDelivery};
 use crate::keys::CreatedApiKey;
 use crate::lifecycle::EventType;
+use crate::mail::EmailReport;
 use crate::money::to_json_number;
 use crate::orders::{CreatedOrder, Invoice, Order, OrderPage, OrderStatus, OrderWithInvoice};
 use crate::payments::{Event, Payment, PaymentOutcome, Rate, Simulation};
@@ -444,6 +445,17 @@ pub fn delivery_report(report: &DeliveryReport) -> Value {
         "retrying": report.retrying,
         "failed": report.failed,
         "no_target": report.no_target,
+    })
+}
+
+/// What [`Service::send_due_emails`](crate::Service::send_due_emails) did, for the C
+/// binding: `{"attempted","sent","retrying","failed"}`.
+pub fn email_report(report: &EmailReport) -> Value {
+    json!({
+        "attempted": report.attempted,
+        "sent": report.sent,
+        "retrying": report.retrying,
+        "failed": report.failed,
     })
 }
 

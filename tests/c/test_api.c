@@ -23,7 +23,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "harness.h"
 
@@ -1497,6 +1500,175 @@ static void test_deliver_due(void) {
     fixture_close(&fx);
 }
 
+/* A real SMTP server on 127.0.0.1 for one connection: it speaks the protocol's minimum
+ * (EHLO, MAIL, RCPT, DATA, QUIT) and keeps the recipient and the message. */
+struct smtp_sink {
+    int listen_fd;
+    int port;
+    pthread_t thread;
+    int messages;
+    char rcpt[256];
+    char data[16384];
+    size_t data_len;
+};
+
+/* One line (with its CRLF) into buf; its length, or -1 at the end or on a timeout. */
+static int smtp_read_line(int fd, char *buf, size_t size) {
+    size_t len = 0;
+    while (len + 1 < size) {
+        char c;
+        if (recv(fd, &c, 1, 0) != 1) {
+            return -1;
+        }
+        buf[len++] = c;
+        if (c == '\n') {
+            break;
+        }
+    }
+    buf[len] = '\0';
+    return (int)len;
+}
+
+static void smtp_say(int fd, const char *line) {
+    size_t len = strlen(line);
+    if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        fprintf(stderr, "smtp sink: short send\n");
+    }
+}
+
+static void *smtp_sink_main(void *arg) {
+    struct smtp_sink *sink = arg;
+    int fd = accept(sink->listen_fd, NULL, NULL);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct timeval timeout = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    smtp_say(fd, "220 sink.test ESMTP\r\n");
+    char line[2048];
+    bool in_data = false;
+    while (smtp_read_line(fd, line, sizeof line) > 0) {
+        if (in_data) {
+            if (strcmp(line, ".\r\n") == 0) {
+                in_data = false;
+                sink->messages++;
+                smtp_say(fd, "250 accepted\r\n");
+            } else {
+                size_t len = strlen(line);
+                if (sink->data_len + len < sizeof sink->data) {
+                    memcpy(sink->data + sink->data_len, line, len + 1);
+                    sink->data_len += len;
+                }
+            }
+        } else if (strncasecmp(line, "EHLO", 4) == 0) {
+            smtp_say(fd, "250-sink.test\r\n250 8BITMIME\r\n");
+        } else if (strncasecmp(line, "RCPT TO:", 8) == 0) {
+            snprintf(sink->rcpt, sizeof sink->rcpt, "%s", line + 8);
+            smtp_say(fd, "250 ok\r\n");
+        } else if (strncasecmp(line, "DATA", 4) == 0) {
+            in_data = true;
+            smtp_say(fd, "354 end with .\r\n");
+        } else if (strncasecmp(line, "QUIT", 4) == 0) {
+            smtp_say(fd, "221 bye\r\n");
+            break;
+        } else {
+            smtp_say(fd, "250 ok\r\n"); /* HELO, MAIL FROM, RSET, NOOP */
+        }
+    }
+    close(fd);
+    return NULL;
+}
+
+/* Starts the sink on a free port; false if it cannot. */
+static bool smtp_sink_start(struct smtp_sink *sink) {
+    memset(sink, 0, sizeof *sink);
+    sink->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (sink->listen_fd < 0) {
+        return false;
+    }
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(sink->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(sink->listen_fd, 4) != 0 ||
+        getsockname(sink->listen_fd, (struct sockaddr *)&addr, &len) != 0) {
+        close(sink->listen_fd);
+        return false;
+    }
+    sink->port = ntohs(addr.sin_port);
+    if (pthread_create(&sink->thread, NULL, smtp_sink_main, sink) != 0) {
+        close(sink->listen_fd);
+        return false;
+    }
+    return true;
+}
+
+/* Waits for the sink's connection to end, then closes it. */
+static void smtp_sink_stop(struct smtp_sink *sink) {
+    pthread_join(sink->thread, NULL);
+    close(sink->listen_fd);
+}
+
+static void test_send_due_emails(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    char *out = SENTINEL;
+    EXPECT_NULL_ARG(coinorder_send_due_emails(NULL, 10, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_send_due_emails(fx.svc, 10, NULL, &err), "report_json_out");
+    CHECK(out == SENTINEL);
+
+    /* No SMTP server configured: the e-mail stays pending, nothing is attempted. */
+    char order_id[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":6,\"customer_email\":\"buyer@example.com\"}",
+                         order_id));
+    out = NULL;
+    EXPECT_OK(coinorder_send_due_emails(fx.svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":0,\"sent\":0,\"retrying\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    fixture_close(&fx);
+
+    /* With one: deliver_due leaves the e-mail alone, send_due_emails sends it, once. */
+    struct smtp_sink sink;
+    REQUIRE(smtp_sink_start(&sink));
+    char config[256], path[4200];
+    snprintf(config, sizeof config,
+             "{\"rate_limit\":0,\"smtp_url\":\"smtp://127.0.0.1:%d\",\"smtp_from\":\"Shop <pay@shop.example>\"}",
+             sink.port);
+    new_db_path(path, sizeof path);
+    coinorder_service *svc = NULL;
+    EXPECT_OK(coinorder_service_open(path, config, &svc, &err));
+    REQUIRE(svc != NULL);
+    char key[128];
+    out = NULL;
+    EXPECT_OK(coinorder_key_create(svc, "{\"user_id\":1}", &out, &err));
+    REQUIRE(json_str(out, "key", key, sizeof key));
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_order_create(svc, key, "{\"currency\":\"USD\",\"amount\":6,\"customer_email\":\"buyer@example.com\"}",
+                                     &out, &err));
+    REQUIRE(json_str(out, "order_id", order_id, sizeof order_id));
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_deliver_due(svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":0,\"delivered\":0,\"retrying\":0,\"failed\":0,\"no_target\":0}");
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_send_due_emails(svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":1,\"sent\":1,\"retrying\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    out = NULL;
+    EXPECT_OK(coinorder_send_due_emails(svc, 10, &out, &err));
+    CHECK_STR_EQ(out, "{\"attempted\":0,\"sent\":0,\"retrying\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    coinorder_service_close(svc);
+    smtp_sink_stop(&sink);
+    CHECK_INT_EQ(sink.messages, 1);
+    CHECK_CONTAINS(sink.rcpt, "buyer@example.com");
+    CHECK_CONTAINS(sink.data, order_id);
+}
+
 static void test_redeliver(void) {
     coinorder_error *err;
     struct fixture fx;
@@ -2254,6 +2426,7 @@ int main(void) {
         {"expire_due: NEW -> EXPIRED, PENDING short -> FAILED", test_expire_due},
         {"deliver_due without a webhook url", test_deliver_due},
         {"redeliver: an event sent again; event_deliveries", test_redeliver},
+        {"send_due_emails: payment links to a real SMTP server", test_send_due_emails},
         {"rate_set, rate_list (live quotes with them)", test_rates},
         {"wallet_set, wallet_address: invoices get the derived addresses", test_wallet_set_and_address},
         {"wallet_set refuses a private key without echoing it", test_wallet_refuses_a_private_key},

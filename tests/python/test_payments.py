@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -244,3 +247,48 @@ def test_floats_are_refused_wherever_money_goes_in(svc: coinorder.Service, new_o
         svc.set_rate("BTC", "USD", floating)
     assert svc.order_payments(order_id) == []
     assert svc.list_rates() == []
+
+
+SMTP_SINK = Path(__file__).resolve().parent.parent / "smtp_support" / "smtp_sink.py"
+
+
+def test_send_due_emails_sends_the_payment_link_over_smtp(db_path: str) -> None:
+    """An order with a customer_email is mailed by send_due_emails to a real SMTP server
+    (aiosmtpd on 127.0.0.1), and only once; deliver_due leaves e-mails alone."""
+    sink = subprocess.Popen(
+        [sys.executable, str(SMTP_SINK), "--port", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sink.stdout is not None
+        ready = json.loads(sink.stdout.readline())
+        url = f"smtp://127.0.0.1:{ready['port']}"
+        options: dict[str, Any] = {"rate_limit": 0, "smtp_url": url, "smtp_from": "Shop <pay@shop.example>"}
+        with coinorder.Service.open(db_path, "sandbox", **options) as svc:
+            merchant = svc.authenticate(svc.create_key(user_id=1).plain_key)
+            created = svc.create_order(merchant, currency="USD", amount=Decimal("5"), customer_email="buyer@example.com")
+            assert svc.deliver_due().attempted == 0
+            report = svc.send_due_emails(limit=10)
+            assert isinstance(report, coinorder.EmailReport)
+            assert (report.attempted, report.sent, report.retrying, report.failed) == (1, 1, 0, 0)
+            assert report.to_dict() == {"attempted": 1, "sent": 1, "retrying": 0, "failed": 0}
+            assert svc.send_due_emails().attempted == 0
+        message = json.loads(sink.stdout.readline())
+        assert message["rcpt_tos"] == ["buyer@example.com"]
+        assert created.order.order_id in (message["text"] or "")
+    finally:
+        if sink.stdin is not None:
+            sink.stdin.close()
+        try:
+            sink.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sink.kill()
+            sink.wait()
+
+
+def test_send_due_emails_without_smtp_leaves_them_pending(svc: coinorder.Service, new_order: NewOrder) -> None:
+    new_order(customer_email="buyer@example.com")
+    report = svc.send_due_emails()
+    assert (report.attempted, report.sent, report.retrying, report.failed) == (0, 0, 0, 0)

@@ -56,8 +56,8 @@ pub extern "C" fn coinorder_abi_version() -> u32 {
     COINORDER_ABI_VERSION
 }
 
-/// Opens (creating if needed) the order service over `target`: a SQLite file path, as
-/// `coinorder --db` takes it.
+/// Opens (creating if needed) the order service over `target`, as `coinorder --db` takes
+/// it: a SQLite file path, or a PostgreSQL URL (`postgres://user@host:5432/db`).
 ///
 /// `config_json` is NULL for the sandbox defaults, or a JSON object of options, e.g.
 /// `{"environment":"live","invoice_ttl":900,"rate_limit":0}` (every option is listed in
@@ -527,8 +527,9 @@ pub unsafe extern "C" fn coinorder_simulate(
     })
 }
 
-/// Sends up to `limit` due webhooks (in parallel, bounded) and due payment-link e-mails,
-/// and returns when they are answered. `*report_json_out` gets the counts:
+/// Sends up to `limit` due webhooks (in parallel, bounded) and returns when they are
+/// answered; payment-link e-mails go out with [`coinorder_send_due_emails`].
+/// `*report_json_out` gets the counts:
 /// `{"attempted","delivered","retrying","failed","no_target"}`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_deliver_due(
@@ -542,6 +543,26 @@ pub unsafe extern "C" fn coinorder_deliver_due(
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let report = service_ref(service)?.deliver_due(limit)?;
         json_out(report_json_out, "report_json_out", &render::delivery_report(&report))
+    })
+}
+
+/// Sends up to `limit` due payment-link e-mails (orders created with a `customer_email`)
+/// over the SMTP server of the service's config (`"smtp_url"`, `"smtp_from"`), one at a
+/// time, and returns when they are answered; call it from the same loop or timer as
+/// [`coinorder_deliver_due`]. Without SMTP configured it sends nothing and the e-mails
+/// stay pending. `*report_json_out` gets the counts: `{"attempted","sent","retrying","failed"}`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_send_due_emails(
+    service: *const coinorder_service,
+    limit: u32,
+    report_json_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(report_json_out, "report_json_out")?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let report = service_ref(service)?.send_due_emails(limit)?;
+        json_out(report_json_out, "report_json_out", &render::email_report(&report))
     })
 }
 
@@ -824,7 +845,8 @@ pub unsafe extern "C" fn coinorder_error_message(err: *const coinorder_error) ->
     err.as_ref().map_or(ptr::null(), |err| err.message.as_ptr())
 }
 
-/// The HTTP status the spec gives this error (400, 401, 404 or 500); 0 when `err` is NULL.
+/// The HTTP status the spec gives this error (400, 401, 404 or 500, and 503 for a
+/// database another process kept locked past the busy timeout); 0 when `err` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_error_http_status(err: *const coinorder_error) -> u16 {
     err.as_ref().map_or(0, |err| err.http_status)

@@ -614,6 +614,20 @@ plain_record! {
 }
 
 plain_record! {
+    /// What `send_due_emails` did.
+    EmailReport {
+        /// E-mails attempted.
+        attempted: usize,
+        /// Accepted by the SMTP server.
+        sent: usize,
+        /// Failed this time, to be retried.
+        retrying: usize,
+        /// Given up.
+        failed: usize,
+    }
+}
+
+plain_record! {
     /// What `watch_chain_due` did.
     ChainWatchReport {
         /// Payments seen for the first time and recorded (unconfirmed).
@@ -692,7 +706,8 @@ fn opt_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Optio
 
 #[pymethods]
 impl Service {
-    /// Opens (creating if needed) the service over `target`, a SQLite file path, for
+    /// Opens (creating if needed) the service over `target` (a SQLite file path, or a
+    /// PostgreSQL URL `postgres://user@host:5432/db`), for
     /// `environment` (`"sandbox"` or `"live"`); `options` are those of the C ABI's
     /// `config_json` (`invoice_ttl=900`, `rate_limit=0`, `synchronous="normal"`...),
     /// the chain watchers' among them: `esplora_url`, `bitcoin_confirmations`,
@@ -972,7 +987,8 @@ impl Service {
         Ok(ExpiryReport { expired: report.expired, failed: report.failed })
     }
 
-    /// Sends up to `limit` due webhooks (and due e-mails) now.
+    /// Sends up to `limit` due webhooks now; payment-link e-mails go out with
+    /// `send_due_emails`.
     #[pyo3(signature = (limit = 100))]
     fn deliver_due(&self, py: Python<'_>, limit: usize) -> PyResult<DeliveryReport> {
         let core = self.core()?;
@@ -983,6 +999,21 @@ impl Service {
             retrying: report.retrying,
             failed: report.failed,
             no_target: report.no_target,
+        })
+    }
+
+    /// Sends up to `limit` due payment-link e-mails now, over the SMTP server of the
+    /// service's options (`smtp_url`, `smtp_from`); without one it sends nothing and the
+    /// e-mails stay pending. Call it from the same loop or timer as `deliver_due`.
+    #[pyo3(signature = (limit = 100))]
+    fn send_due_emails(&self, py: Python<'_>, limit: usize) -> PyResult<EmailReport> {
+        let core = self.core()?;
+        let report = detached(py, move || core.send_due_emails(limit))?;
+        Ok(EmailReport {
+            attempted: report.attempted,
+            sent: report.sent,
+            retrying: report.retrying,
+            failed: report.failed,
         })
     }
 
@@ -1226,6 +1257,7 @@ fn _coinorder(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulation>()?;
     m.add_class::<ExpiryReport>()?;
     m.add_class::<DeliveryReport>()?;
+    m.add_class::<EmailReport>()?;
     m.add_class::<ChainWatchReport>()?;
     m.add_class::<Wallet>()?;
     m.add_class::<Rate>()?;
