@@ -341,9 +341,10 @@ coinorder_status coinorder_order_list(const struct coinorder_service *service,
                                       struct coinorder_error **err);
 
 /**
- * The merchant cancels a NEW order of theirs. `*order_json_out` gets the order and
- * invoice as the host sees them (with rate and address). Any other state fails with
- * `ORDER_STATE_INVALID`.
+ * The merchant cancels a NEW order of theirs. `*order_json_out` gets
+ * `{"order":{..},"invoice":{..}}`: the objects of `coinorder_order_get`, the order with
+ * its `environment` and `marked_paid` too, the invoice with its `derivation_index` and
+ * `updated_at`. Any other state fails with `ORDER_STATE_INVALID`.
  */
 coinorder_status coinorder_order_cancel(const struct coinorder_service *service,
                                         const char *api_key,
@@ -354,7 +355,7 @@ coinorder_status coinorder_order_cancel(const struct coinorder_service *service,
 /**
  * The merchant accepts a late or short payment: an EXPIRED or FAILED order becomes PAID
  * (its `order.paid` event says it was marked by hand). `*order_json_out` gets the order
- * and invoice as the host sees them.
+ * and invoice as [`coinorder_order_cancel`] gives them (`"marked_paid":true`).
  */
 coinorder_status coinorder_order_mark_paid(const struct coinorder_service *service,
                                            const char *order_id,

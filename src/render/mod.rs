@@ -265,46 +265,28 @@ pub fn host_order_summary(order: &Order) -> Value {
     })
 }
 
-/// An order with its invoice as the host sees it: the members of Get Order (spec §2.3,
-/// §2.4) plus the environment, `marked_paid`, the quoted rate, the deposit address and
-/// the watch-only wallet index it was derived at (`null` when it came from elsewhere).
+/// An order with its invoice as the host sees it (the CLI, the C ABI's payment calls):
+/// the `order` and `invoice` objects of Get Order (spec §2.3, §2.4, with the `rate`,
+/// `address` and `payment_uri` of DESIGN §5), each with what only the host sees: the
+/// order's environment and `marked_paid`, the invoice's watch-only wallet index
+/// (`derivation_index`, `null` when the address came from elsewhere) and `updated_at`.
 pub fn host_order(current: &OrderWithInvoice) -> Value {
     let (order, invoice) = (&current.order, &current.invoice);
-    json!({
-        "order": {
-            "order_id": order.order_id,
-            "user_id": order.user_id,
-            "environment": order.environment.as_str(),
-            "merchant_order_id": order.merchant_order_id,
-            "title": order.title,
-            "description": order.description,
-            "callback_url": order.callback_url,
-            "price_amount": to_json_number(order.amount),
-            "price_currency": order.currency,
-            "receive_currency": order.receive_currency,
-            "status": order.status.as_str(),
-            "marked_paid": order.marked_paid,
-            "created_at": order.created_at.to_iso(),
-            "updated_at": order.updated_at.to_iso(),
-        },
-        "invoice": {
-            "invoice_id": invoice.invoice_id,
-            "order_id": invoice.order_id,
-            "amount": to_json_number(invoice.amount),
-            "currency": invoice.currency,
-            "rate": to_json_number(invoice.rate),
-            "status": invoice.status.as_str(),
-            "address": invoice.address,
-            "payment_uri": invoice.payment_uri,
-            "derivation_index": invoice.derivation_index,
-            "created_at": invoice.created_at.to_iso(),
-            "expired_at": invoice.expired_at.to_iso(),
-            "expired_at_t": invoice.expired_at.as_millis(),
-            "updated_at": invoice.updated_at.to_iso(),
-            "receive_amount": to_json_number(invoice.receive_amount),
-            "receive_currency": invoice.receive_currency,
-        },
-    })
+    value_of(&text_of(3 * ORDER_JSON_BYTES, |object| {
+        object.object("order", |members| {
+            order_members(members, order, &DETAIL_PRICE);
+            members.string("environment", order.environment.as_str());
+            members.bool("marked_paid", order.marked_paid);
+        });
+        object.object("invoice", |members| {
+            invoice_members(members, invoice, true);
+            match invoice.derivation_index {
+                Some(index) => members.uint("derivation_index", u64::from(index)),
+                None => members.opt_string("derivation_index", None),
+            }
+            members.timestamp("updated_at", invoice.updated_at);
+        });
+    }))
 }
 
 /// A host-set rate, as the CLI's `rates` commands and the C ABI's rate calls show it.
@@ -510,6 +492,31 @@ mod tests {
             derivation_index: None,
         };
         OrderWithInvoice { order, invoice }
+    }
+
+    /// What the host sees of an order (CLI, C payment calls) holds every member of Get
+    /// Order's `order` and `invoice` with the same value (DESIGN §9.1: domain objects in
+    /// the shapes of §5), plus the host's own.
+    #[test]
+    fn the_host_order_is_get_orders_objects_and_more() {
+        let mut sample = sample();
+        sample.invoice.derivation_index = Some(7);
+        let get = get_response(&sample);
+        let host = host_order(&sample);
+        for part in ["order", "invoice"] {
+            let (Some(spec), Some(shown)) = (get[part].as_object(), host[part].as_object()) else {
+                panic!("no {part} object: {get} / {host}");
+            };
+            for (name, value) in spec {
+                assert_eq!(shown.get(name), Some(value), "{part}.{name}: {host}");
+            }
+        }
+        assert_eq!(host["order"]["environment"], "sandbox");
+        assert_eq!(host["order"]["marked_paid"], false);
+        assert_eq!(host["invoice"]["derivation_index"], 7);
+        assert_eq!(host["invoice"]["updated_at"], "2026-11-22T05:51:22.123Z");
+        sample.invoice.derivation_index = None;
+        assert_eq!(host_order(&sample)["invoice"]["derivation_index"], Value::Null);
     }
 
     /// Get Order's body, written member by member, is exactly serde_json's text of the

@@ -384,9 +384,10 @@ pub unsafe extern "C" fn coinorder_order_list(
     })
 }
 
-/// The merchant cancels a NEW order of theirs. `*order_json_out` gets the order and
-/// invoice as the host sees them (with rate and address). Any other state fails with
-/// `ORDER_STATE_INVALID`.
+/// The merchant cancels a NEW order of theirs. `*order_json_out` gets
+/// `{"order":{..},"invoice":{..}}`: the objects of `coinorder_order_get`, the order with
+/// its `environment` and `marked_paid` too, the invoice with its `derivation_index` and
+/// `updated_at`. Any other state fails with `ORDER_STATE_INVALID`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_order_cancel(
     service: *const coinorder_service,
@@ -405,7 +406,7 @@ pub unsafe extern "C" fn coinorder_order_cancel(
 
 /// The merchant accepts a late or short payment: an EXPIRED or FAILED order becomes PAID
 /// (its `order.paid` event says it was marked by hand). `*order_json_out` gets the order
-/// and invoice as the host sees them.
+/// and invoice as [`coinorder_order_cancel`] gives them (`"marked_paid":true`).
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_order_mark_paid(
     service: *const coinorder_service,
