@@ -321,7 +321,7 @@ pub fn parse_simulate(body: &[u8]) -> Result<crate::SimulateAction> {
     use crate::SimulateAction;
     let fields = parse_object(body)?;
     let amount = decimal_field(&fields, "amount")?;
-    let confirmed = match fields.get("confirmed") {
+    let confirmed = match fields.get("confirmed")? {
         None | Some(Value::Null) => true,
         Some(Value::Bool(confirmed)) => *confirmed,
         Some(_) => return Err(Error::invalid("confirmed", "must be true or false")),
@@ -335,27 +335,62 @@ pub(crate) fn body_too_large() -> Error {
     Error::invalid("body", format!("at most {MAX_BODY_BYTES} bytes"))
 }
 
+/// A request body's members, and the names sent more than once. Reading such a member
+/// is an error naming it: which of its values was meant (`{"amount":1,"amount":100}`)
+/// is anyone's guess, and a price must never be a guess. Members the request does not
+/// read stay ignored, repeated or not.
+struct Members {
+    values: Map<String, Value>,
+    repeated: Vec<String>,
+}
+
+impl Members {
+    /// The member `name`, if sent once.
+    fn get(&self, name: &str) -> Result<Option<&Value>> {
+        if self.repeated.iter().any(|repeated| repeated == name) {
+            return Err(Error::invalid(name, "sent more than once"));
+        }
+        Ok(self.values.get(name))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Members, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Members;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> std::result::Result<Members, A::Error> {
+                let mut members = Members { values: Map::new(), repeated: Vec::new() };
+                while let Some((name, value)) = access.next_entry::<String, Value>()? {
+                    if members.values.contains_key(&name) && !members.repeated.contains(&name) {
+                        members.repeated.push(name.clone());
+                    }
+                    members.values.insert(name, value);
+                }
+                Ok(members)
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
+}
+
 /// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].
-fn parse_object(body: &[u8]) -> Result<Map<String, Value>> {
+fn parse_object(body: &[u8]) -> Result<Members> {
     if body.len() > MAX_BODY_BYTES {
         return Err(body_too_large());
     }
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(fields)) => Ok(fields),
-        _ => Err(Error::invalid("body", "must be a JSON object")),
-    }
+    serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))
 }
 
 /// Parses the Create Order body into the typed request. Only types are checked here;
 /// the rules live in [`CreateOrder`]'s validation.
 pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(body_too_large());
-    }
-    let value: Value = serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))?;
-    let Value::Object(fields) = value else {
-        return Err(Error::invalid("body", "must be a JSON object"));
-    };
+    let fields = parse_object(body)?;
     let currency = string_field(&fields, "currency")?.ok_or_else(|| Error::invalid("currency", "is required"))?;
     let amount = decimal_field(&fields, "amount")?.ok_or_else(|| Error::invalid("amount", "is required"))?;
     Ok(CreateOrder {
@@ -374,8 +409,8 @@ pub fn parse_create_order(body: &[u8]) -> Result<CreateOrder> {
 }
 
 /// An optional exact decimal member: a JSON number or a numeric string.
-fn decimal_field(fields: &Map<String, Value>, name: &str) -> Result<Option<rust_decimal::Decimal>> {
-    match fields.get(name) {
+fn decimal_field(fields: &Members, name: &str) -> Result<Option<rust_decimal::Decimal>> {
+    match fields.get(name)? {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(number)) => money::parse_decimal(name, &number.to_string()).map(Some),
         Some(Value::String(text)) => money::parse_decimal(name, text).map(Some),
@@ -384,8 +419,8 @@ fn decimal_field(fields: &Map<String, Value>, name: &str) -> Result<Option<rust_
 }
 
 /// An optional string member: absent or `null` is `None`; any other type is an error.
-fn string_field(fields: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    match fields.get(name) {
+fn string_field(fields: &Members, name: &str) -> Result<Option<String>> {
+    match fields.get(name)? {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
         Some(_) => Err(Error::invalid(name, "must be a string")),

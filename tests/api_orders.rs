@@ -628,6 +628,25 @@ fn unknown_fields_are_ignored() {
     assert_ne!(string(data, "order_id"), "00000000-0000-4000-8000-000000000000");
 }
 
+/// A member the request reads, sent twice, is refused naming it: which price was meant is
+/// anyone's guess. Repeated members it ignores stay ignored.
+#[test]
+fn a_field_sent_twice_is_refused() {
+    let h = harness();
+    for (body, field) in [
+        (r#"{"currency":"USD","amount":1,"amount":100}"#, "amount"),
+        (r#"{"currency":"USD","currency":"EUR","amount":1}"#, "currency"),
+        (r#"{"currency":"USD","amount":1,"merchant_order_id":"a","merchant_order_id":"a"}"#, "merchant_order_id"),
+    ] {
+        let resp = h.post_raw(body.as_bytes().to_vec());
+        let message = assert_invalid(&resp, field);
+        assert!(message.ends_with("sent more than once"), "{body}: {message}");
+    }
+    assert!(list_all(&h.svc, &h.key).is_empty());
+    let resp = h.post_raw(br#"{"currency":"USD","amount":5,"foo":1,"foo":2}"#.to_vec());
+    assert_eq!(resp.status, 201, "{}", String::from_utf8_lossy(&resp.body));
+}
+
 #[test]
 fn validation_failures_store_nothing() {
     let h = harness();
