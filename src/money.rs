@@ -74,6 +74,8 @@ pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
 /// where its first and last significant digits stand, so that `1e30` is too large and
 /// `1e-30` has too many decimal places, rather than both "too many digits".
 fn beyond_exact_decimals(mantissa: &str, exponent: Option<&str>) -> &'static str {
+    const TOO_LARGE: &str = "is too large (at most 28 digits before the decimal point)";
+    const TOO_FINE: &str = "has too many decimal places (at most 28)";
     let digits = mantissa.trim_start_matches('-');
     let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
     let all: String = [whole, fraction].concat();
@@ -81,17 +83,17 @@ fn beyond_exact_decimals(mantissa: &str, exponent: Option<&str>) -> &'static str
     let shift = exponent.map_or(Some(0), |e| e.trim_start_matches('+').parse::<i64>().ok());
     let (Some(first), Some(last), Some(shift)) = (all.find(|c| c != '0'), all.rfind(|c| c != '0'), shift) else {
         return match exponent.is_some_and(|e| e.starts_with('-')) {
-            true => "has too many decimal places (at most 28)",
-            false => "is too large (at most 28 digits before the decimal point)",
+            true => TOO_FINE,
+            false => TOO_LARGE,
         };
     };
     let point = i64::try_from(whole.len()).unwrap_or(i64::MAX).saturating_add(shift);
     // Digit positions counted from the point: 0 is the units, -1 the first decimal place.
     let position = |index: usize| point.saturating_sub(1).saturating_sub(i64::try_from(index).unwrap_or(i64::MAX));
     if position(first) >= 28 {
-        "is too large (at most 28 digits before the decimal point)"
+        TOO_LARGE
     } else if position(last) < -28 {
-        "has too many decimal places (at most 28)"
+        TOO_FINE
     } else {
         "has too many digits (at most 28 significant digits)"
     }
