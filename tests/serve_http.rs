@@ -521,6 +521,68 @@ fn dropping_the_handle_stops_the_server() {
     assert!(TcpStream::connect_timeout(&fx.addr, Duration::from_secs(1)).is_err());
 }
 
+/// `shutdown` returns only once the server has let go of the service: the host holding
+/// the last reference closes the database right then, and no runtime thread drops the
+/// service later (on PostgreSQL that panicked: the `postgres` crate cannot close a
+/// connection on a thread that drives async tasks).
+#[test]
+fn shutdown_lets_go_of_the_service_before_it_returns() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = Config::new(Environment::Sandbox);
+        config.secret_key_path = backend::shared_key_file();
+        let service = Arc::new(Service::open(backend::db_named(dir.path(), "orders.db"), config).expect("open"));
+        let key = service
+            .create_key(NewApiKey { user_id: 42, environment: Environment::Sandbox, webhook_url: None })
+            .expect("create key");
+        let server = Server::bind(Arc::clone(&service), "127.0.0.1:0").expect("bind");
+        let addr = server.local_addr();
+        let weak = Arc::downgrade(&service);
+        drop(service);
+        let handle = server.spawn(2);
+        // Keep-alive connections still open when shutdown starts, each with a task that
+        // holds the service: with 32 of them, a task letting go of its connection slot
+        // before its reference showed up within 20 rounds.
+        let mut connections: Vec<RawConn> = (0..32).map(|_| RawConn::open(addr)).collect();
+        for connection in &mut connections {
+            let request =
+                format!("GET /v1/orders HTTP/1.1\r\nHost: test\r\nx-api-key: {}\r\n\r\n", key.plain_key.expose());
+            connection.send(request.as_bytes());
+            let (status, _, body) = connection.response();
+            assert_eq!(status, 200, "{body}");
+        }
+        let (done_tx, done_rx) = mpsc::channel();
+        thread::spawn(move || {
+            handle.shutdown();
+            let _ = done_tx.send(());
+        });
+        done_rx.recv_timeout(TIMEOUT).expect("shutdown finished in time");
+        assert!(weak.upgrade().is_none(), "round {round}: the service outlived shutdown");
+    }
+}
+
+/// A host may drop its service anywhere, a tokio task included; on PostgreSQL the
+/// connections are then closed on a thread of their own (the `postgres` crate panics when
+/// it closes one on a runtime thread).
+#[test]
+fn a_service_dropped_inside_an_async_task_closes_quietly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = backend::db_named(dir.path(), "orders.db");
+    let open = || {
+        let mut config = Config::new(Environment::Sandbox);
+        config.secret_key_path = backend::shared_key_file();
+        Service::open(db.clone(), config).expect("open")
+    };
+    let service = open();
+    service.create_key(NewApiKey { user_id: 7, environment: Environment::Sandbox, webhook_url: None }).expect("key");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("runtime");
+    let dropped = runtime.block_on(async move { tokio::spawn(async move { drop(service) }).await });
+    assert!(dropped.is_ok(), "dropping the service inside a task panicked: {dropped:?}");
+    drop(runtime);
+    // Nothing was left half-closed: the database opens again with the key in it.
+    assert_eq!(open().list_keys().expect("list keys").len(), 1);
+}
+
 #[test]
 fn bind_errors_are_config_errors() {
     let fx = Fixture::start(1);

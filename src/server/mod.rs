@@ -27,7 +27,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Semaphore};
 
 use crate::config::{Clock, SystemClock};
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
@@ -173,6 +173,9 @@ impl ServerHandle {
     /// refused), requests already being read or answered are finished and idle
     /// keep-alive connections are closed, waiting at most
     /// [`ServerLimits::shutdown_grace`]. Connections still busy after that are dropped.
+    ///
+    /// Once it returns, the server holds the service no more unless a request outlived
+    /// the grace: a host holding the last other reference closes the database by dropping it.
     pub fn shutdown(mut self) {
         self.stop_and_join(None);
     }
@@ -308,7 +311,14 @@ async fn accept_until_stopped(
                     Ok(permit) => {
                         let shared = Arc::clone(shared);
                         let stop = stop.clone();
-                        tokio::spawn(serve_connection(shared, stream, peer, permit, stop));
+                        tokio::spawn(async move {
+                            serve_connection(shared, stream, peer, stop).await;
+                            // The slot goes back only once this task's reference to the
+                            // service is gone: shutdown waits for every slot, so the
+                            // service is dropped by the server thread when `shutdown`
+                            // returns, not by a runtime thread some time after it.
+                            drop(permit);
+                        });
                     }
                     Err(_) => {
                         tokio::spawn(refuse_connection(stream));
@@ -350,7 +360,6 @@ async fn serve_connection(
     shared: Arc<Shared>,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    _slot: OwnedSemaphorePermit,
     mut stop: watch::Receiver<Option<Duration>>,
 ) {
     let io = TokioIo::new(io::TimedStream::new(stream, shared.limits.write_timeout));

@@ -117,7 +117,8 @@ impl r2d2::ManageConnection for Manager {
 
 /// A PostgreSQL database: a pool of connections.
 pub(crate) struct PgStore {
-    pool: r2d2::Pool<Manager>,
+    /// `None` only while the store is being dropped (see its `Drop`).
+    pool: Option<r2d2::Pool<Manager>>,
     /// Where it is, without the password: for messages.
     server: String,
     busy_timeout: Duration,
@@ -135,6 +136,22 @@ pub(crate) struct PgConn {
     client: RefCell<r2d2::PooledConnection<Manager>>,
     /// True in a write transaction: reads of rows about to change take a row lock.
     writing: bool,
+}
+
+impl Drop for PgStore {
+    /// Closes the connections on a thread of their own. The `postgres` crate closes a
+    /// connection by blocking on a runtime of its own, which panics on a thread that
+    /// drives async tasks: a host's tokio worker, or a `serve` connection task that
+    /// happens to hold the last reference to the service.
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else { return };
+        // If no thread can be started, the closure (and the pool) is dropped right here.
+        if let Ok(closing) =
+            std::thread::Builder::new().name("coinorder-pg-close".to_string()).spawn(move || drop(pool))
+        {
+            let _ = closing.join();
+        }
+    }
 }
 
 impl PgStore {
@@ -171,15 +188,17 @@ impl PgStore {
             .test_on_check_out(false)
             .connection_timeout(options.busy_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)))
             .build_unchecked(manager);
-        let store = PgStore { pool, server, busy_timeout: options.busy_timeout };
+        let store = PgStore { pool: Some(pool), server, busy_timeout: options.busy_timeout };
         store.migrate()?;
         Ok(store)
     }
 
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        self.pool.get().map_err(|e| {
-            Error::new(ErrorKind::Storage(StorageError::new(true, PoolError(format!("{}: {e}", self.server)))))
-        })
+        let unavailable = |reason: String| {
+            Error::new(ErrorKind::Storage(StorageError::new(true, PoolError(format!("{}: {reason}", self.server)))))
+        };
+        let pool = self.pool.as_ref().ok_or_else(|| unavailable("the store is closing".to_string()))?;
+        pool.get().map_err(|e| unavailable(e.to_string()))
     }
 
     /// Applies the migrations this database lacks, one process at a time: several
