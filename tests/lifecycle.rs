@@ -171,8 +171,8 @@ fn row_pending_to_failed_when_a_payment_is_rejected() {
     tick(&h);
     let outcome = h.svc.reject_payment("tx-full").expect("reject");
     assert_eq!(outcome.payment.state, coinorder::PaymentState::Rejected);
-    // The rejected payment no longer counts as received.
-    step(&h, &mut o, Expect::status("FAILED"), &[("order.failed", "PENDING")]);
+    // The rejected payment no longer counts as received; it was seen, so the currency stays.
+    step(&h, &mut o, Expect::received("FAILED", "0", "USD"), &[("order.failed", "PENDING")]);
     assert_last_event_is_row(&h, &o.id, OrderStatus::Pending, Trigger::PaymentRejected);
 }
 
@@ -261,7 +261,12 @@ fn reach(state: OrderStatus) -> (Harness, Tracked, Option<&'static str>) {
         OrderStatus::Failed => {
             pay(&h, &o.id, "tx-p", "10", false);
             h.svc.reject_payment("tx-p").expect("reject");
-            step(&h, &mut o, Expect::status("FAILED"), &[("order.pending", "NEW"), ("order.failed", "PENDING")]);
+            step(
+                &h,
+                &mut o,
+                Expect::received("FAILED", "0", "USD"),
+                &[("order.pending", "NEW"), ("order.failed", "PENDING")],
+            );
             Some("tx-p")
         }
         OrderStatus::Cancelled => {
@@ -285,7 +290,7 @@ enum Attempt {
 fn cancel_and_mark_paid_are_allowed_only_where_the_table_says() {
     for state in OrderStatus::ALL {
         for attempt in [Attempt::MerchantCancel, Attempt::CustomerCancel, Attempt::MarkPaid] {
-            let (h, mut o, _) = reach(state);
+            let (h, mut o, txid) = reach(state);
             let (allowed, trigger) = match attempt {
                 Attempt::MerchantCancel | Attempt::CustomerCancel => (state == OrderStatus::New, Trigger::Cancelled),
                 Attempt::MarkPaid => (matches!(state, OrderStatus::Expired | OrderStatus::Failed), Trigger::MarkedPaid),
@@ -301,8 +306,13 @@ fn cancel_and_mark_paid_are_allowed_only_where_the_table_says() {
                 let after = call().unwrap_or_else(|e| panic!("{attempt:?} on {state}: {e}"));
                 let (to, event_type) = row(state, trigger);
                 assert_eq!(after.order.status, to, "{attempt:?} on {state}");
-                // The orders reached here hold no (non-rejected) payment: nothing received.
-                step(&h, &mut o, Expect::status(to.as_str()), &[(event_type, state.as_str())]);
+                // The orders reached here hold no payment that was not rejected: nothing
+                // received, though the FAILED one saw (and rejected) a payment in USD.
+                let expect = match txid {
+                    Some(_) => Expect::received(to.as_str(), "0", "USD"),
+                    None => Expect::status(to.as_str()),
+                };
+                step(&h, &mut o, expect, &[(event_type, state.as_str())]);
             } else {
                 assert_refused(&h, &o.id, &format!("{attempt:?} on a {state} order"), call);
             }

@@ -198,7 +198,7 @@ fn late_payment_on_a_failed_order_then_mark_paid() {
     tick(&h);
     pay(&h, &o.id, "tx-1", "10", false);
     h.svc.reject_payment("tx-1").expect("reject");
-    step(&h, &mut o, Expect::status("FAILED"), &[("order.pending", "NEW"), ("order.failed", "PENDING")]);
+    step(&h, &mut o, Expect::received("FAILED", "0", "USD"), &[("order.pending", "NEW"), ("order.failed", "PENDING")]);
     tick(&h);
     let late = pay(&h, &o.id, "tx-2", "10", true);
     assert!(!late.payment.counts);
@@ -281,7 +281,7 @@ fn a_payment_seen_before_expiry_and_rejected_after_fails_the_order() {
     step(&h, &mut o, Expect::received("PENDING", "10", "USD"), &[("order.pending", "NEW")]);
     past_expiry(&h, &o);
     h.svc.reject_payment("tx-1").expect("reject");
-    step(&h, &mut o, Expect::status("FAILED"), &[("order.failed", "PENDING")]);
+    step(&h, &mut o, Expect::received("FAILED", "0", "USD"), &[("order.failed", "PENDING")]);
 }
 
 #[test]

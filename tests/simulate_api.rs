@@ -105,7 +105,7 @@ fn unconfirmed_pay_then_reject() {
     step(&h, &mut o, Expect::received("PENDING", "10", "USD"), &[("order.pending", "NEW")]);
     tick(&h);
     sim_ok(&h, &o.id, &json!({"action": "reject"}));
-    step(&h, &mut o, Expect::status("FAILED"), &[("order.failed", "PENDING")]);
+    step(&h, &mut o, Expect::received("FAILED", "0", "USD"), &[("order.failed", "PENDING")]);
 }
 
 #[test]

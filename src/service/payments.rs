@@ -158,8 +158,9 @@ impl Service {
         let seen = payments.iter().any(|p| p.counts && p.state != PaymentState::Rejected);
         let awaiting = payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed);
 
-        let any_received = payments.iter().any(|p| p.state != PaymentState::Rejected);
-        let receive_currency = if any_received { current.order.currency.clone() } else { String::new() };
+        // DESIGN §5: "" until a payment is seen, then the fiat code, for good: a payment
+        // rejected later was still seen (its amount leaves `receive_amount`, not this).
+        let receive_currency = if payments.is_empty() { String::new() } else { current.order.currency.clone() };
         let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
         let receive_amount = received
             .checked_mul(current.invoice.rate)

@@ -91,6 +91,9 @@ def test_reject_a_payment_fails_the_order(svc: coinorder.Service, new_order: New
     assert rejected.order.status == "FAILED"
     assert [e.type for e in rejected.events] == ["order.failed"]
     assert rejected.invoice.receive_amount == 0
+    # The payment was seen: the currency stays, only its amount dropped out.
+    assert rejected.invoice.receive_currency == "USD"
+    assert rejected.order.receive_currency == "USD"
 
 
 def test_unknown_txid_raises_payment_not_found(svc: coinorder.Service) -> None:
