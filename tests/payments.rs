@@ -104,14 +104,14 @@ fn late_payment_after_expiry_is_paid_late_then_mark_paid() {
     assert_eq!(late.events[0].event_type.as_str(), "order.paid_late");
     assert_eq!(late.events[0].previous_status, OrderStatus::Expired);
     assert_eq!(late.events[0].status, OrderStatus::Expired);
-    // Status unchanged; the money is shown as received.
-    step(&h, &mut o, Expect::received("EXPIRED", "10", "USD"), &[("order.paid_late", "EXPIRED")]);
+    // DESIGN §6: it changes nothing until mark_paid, the received amounts included.
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.paid_late", "EXPIRED")]);
 
     // Nothing else moves it: not expiry, not confirming again.
     tick(&h);
     assert_eq!(expire_now(&h), coinorder::ExpiryReport::default());
     assert!(h.svc.confirm_payment("tx-late").expect("confirm again").duplicate);
-    step(&h, &mut o, Expect::received("EXPIRED", "10", "USD"), &[]);
+    step(&h, &mut o, Expect::status("EXPIRED"), &[]);
 
     tick(&h);
     let paid = h.svc.mark_paid(&o.id).expect("mark_paid");
@@ -138,12 +138,7 @@ fn late_payment_on_a_new_order_whose_quote_ran_out_expires_it_first() {
     assert!(!late.payment.counts);
     let kinds: Vec<&str> = late.events.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(kinds, ["order.expired", "order.paid_late"]);
-    step(
-        &h,
-        &mut o,
-        Expect::received("EXPIRED", "10", "USD"),
-        &[("order.expired", "NEW"), ("order.paid_late", "EXPIRED")],
-    );
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.expired", "NEW"), ("order.paid_late", "EXPIRED")]);
     tick(&h);
     h.svc.mark_paid(&o.id).expect("mark_paid");
     step(&h, &mut o, Expect::received("PAID", "10", "USD"), &[("order.paid", "EXPIRED")]);
@@ -156,12 +151,7 @@ fn a_payment_at_the_exact_expiry_instant_is_late() {
     h.clock.set_ms(o.expired_ms);
     let late = pay(&h, &o.id, "tx-edge", "10", true);
     assert!(!late.payment.counts, "the quote is open while now < expired_at");
-    step(
-        &h,
-        &mut o,
-        Expect::received("EXPIRED", "10", "USD"),
-        &[("order.expired", "NEW"), ("order.paid_late", "EXPIRED")],
-    );
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.expired", "NEW"), ("order.paid_late", "EXPIRED")]);
 
     let mut p = create_usd10(&h);
     h.clock.set_ms(p.expired_ms - 1);
@@ -183,7 +173,7 @@ fn a_top_up_after_expiry_fails_the_short_order_and_is_paid_late() {
     step(
         &h,
         &mut o,
-        Expect::received("FAILED", "10", "USD"),
+        Expect::received("FAILED", "4", "USD"),
         &[("order.failed", "PENDING"), ("order.paid_late", "FAILED")],
     );
     tick(&h);
@@ -202,7 +192,7 @@ fn late_payment_on_a_failed_order_then_mark_paid() {
     tick(&h);
     let late = pay(&h, &o.id, "tx-2", "10", true);
     assert!(!late.payment.counts);
-    step(&h, &mut o, Expect::received("FAILED", "10", "USD"), &[("order.paid_late", "FAILED")]);
+    step(&h, &mut o, Expect::received("FAILED", "0", "USD"), &[("order.paid_late", "FAILED")]);
     tick(&h);
     h.svc.mark_paid(&o.id).expect("mark_paid");
     step(&h, &mut o, Expect::received("PAID", "10", "USD"), &[("order.paid", "FAILED")]);
@@ -218,7 +208,7 @@ fn a_payment_on_a_cancelled_order_is_paid_late_and_cannot_be_marked_paid() {
     tick(&h);
     let late = pay(&h, &o.id, "tx-1", "10", true);
     assert!(!late.payment.counts);
-    step(&h, &mut o, Expect::received("CANCELLED", "10", "USD"), &[("order.paid_late", "CANCELLED")]);
+    step(&h, &mut o, Expect::status("CANCELLED"), &[("order.paid_late", "CANCELLED")]);
     assert_refused(&h, &o.id, "mark_paid on a CANCELLED order", || h.svc.mark_paid(&o.id));
 }
 
@@ -496,11 +486,11 @@ fn a_late_payment_while_an_in_time_one_awaits_confirmation_is_paid_late() {
     // The quote has passed: this one does not count, the order waits for the first.
     let late = pay(&h, &o.id, "tx-late", "6", true);
     assert!(!late.payment.counts);
-    step(&h, &mut o, Expect::received("PENDING", "10", "USD"), &[("order.paid_late", "PENDING")]);
+    step(&h, &mut o, Expect::received("PENDING", "4", "USD"), &[("order.paid_late", "PENDING")]);
     tick(&h);
     // The in-time payment confirms, short on its own: FAILED; the merchant may accept it.
     h.svc.confirm_payment("tx-in-time").expect("confirm");
-    step(&h, &mut o, Expect::received("FAILED", "10", "USD"), &[("order.failed", "PENDING")]);
+    step(&h, &mut o, Expect::received("FAILED", "4", "USD"), &[("order.failed", "PENDING")]);
     tick(&h);
     h.svc.mark_paid(&o.id).expect("mark_paid");
     step(&h, &mut o, Expect::received("PAID", "10", "USD"), &[("order.paid", "FAILED")]);

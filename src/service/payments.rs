@@ -96,7 +96,16 @@ impl Service {
 
     /// Applies `trigger` to the order through the state machine, stores the new state and
     /// writes its event, all inside the caller's transaction.
-    fn apply(&self, db: &Conn<'_>, current: &mut OrderWithInvoice, trigger: Trigger, now: Timestamp) -> Result<Event> {
+    /// With the order's `payments`, the received amounts are brought up to date for the
+    /// new state too (see [`Service::refresh_received`]).
+    fn apply(
+        &self,
+        db: &Conn<'_>,
+        current: &mut OrderWithInvoice,
+        trigger: Trigger,
+        now: Timestamp,
+        payments: Option<&[Payment]>,
+    ) -> Result<Event> {
         let previous = current.order.status;
         let (next, event_type) = lifecycle::next_state(previous, trigger)
             .ok_or_else(|| Error::new(ErrorKind::InvalidTransition { from: previous, trigger }))?;
@@ -106,6 +115,9 @@ impl Service {
         current.invoice.updated_at = now;
         if trigger == Trigger::MarkedPaid {
             current.order.marked_paid = true;
+        }
+        if let Some(payments) = payments {
+            Self::refresh_received(current, payments)?;
         }
         db.update_order_state(current)?;
         self.emit(db, current, event_type, previous, now, None)
@@ -153,24 +165,9 @@ impl Service {
         just_rejected: bool,
     ) -> Result<Vec<Event>> {
         let payments = db.payments_for_order(&current.order.order_id)?;
-        let received = sum(&payments, |p| p.state != PaymentState::Rejected)?;
         let confirmed = sum(&payments, |p| p.counts && p.state == PaymentState::Confirmed)?;
         let seen = payments.iter().any(|p| p.counts && p.state != PaymentState::Rejected);
         let awaiting = payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed);
-
-        // DESIGN §5: "" until a payment is seen, then the fiat code, for good: a payment
-        // rejected later was still seen (its amount leaves `receive_amount`, not this).
-        let receive_currency = if payments.is_empty() { String::new() } else { current.order.currency.clone() };
-        let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
-        let receive_amount = received
-            .checked_mul(current.invoice.rate)
-            .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
-            .ok_or_else(|| Error::invalid("amount", "the payments of this order are worth more than can be counted"))?;
-        let amounts_changed =
-            receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
-        current.order.receive_currency = receive_currency.clone();
-        current.invoice.receive_currency = receive_currency;
-        current.invoice.receive_amount = receive_amount;
 
         let status = current.order.status;
         let expired = now >= current.invoice.expired_at;
@@ -190,9 +187,9 @@ impl Service {
             None
         };
         match trigger {
-            Some(trigger) => Ok(vec![self.apply(db, current, trigger, now)?]),
+            Some(trigger) => Ok(vec![self.apply(db, current, trigger, now, Some(&payments))?]),
             None => {
-                if amounts_changed {
+                if Self::refresh_received(current, &payments)? {
                     current.order.updated_at = now;
                     current.invoice.updated_at = now;
                     db.update_order_state(current)?;
@@ -200,6 +197,32 @@ impl Service {
                 Ok(Vec::new())
             }
         }
+    }
+
+    /// Sets the order's `receive_amount` and `receive_currency` from its `payments` and
+    /// its state; true if they changed.
+    ///
+    /// The amount is the fiat value, at the quoted rate, of the payments not rejected; the
+    /// currency is `""` until a payment is seen, then the order's fiat code (DESIGN §5), a
+    /// payment rejected later included. A payment first seen after the order ended
+    /// (`counts` false) "changes nothing until the merchant calls `mark_paid`" (DESIGN §6):
+    /// it is left out of both until the order is PAID.
+    fn refresh_received(current: &mut OrderWithInvoice, payments: &[Payment]) -> Result<bool> {
+        let paid = current.order.status == OrderStatus::Paid;
+        let shown = |payment: &Payment| payment.counts || paid;
+        let received = sum(payments, |p| shown(p) && p.state != PaymentState::Rejected)?;
+        let receive_currency = if payments.iter().any(shown) { current.order.currency.clone() } else { String::new() };
+        let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
+        let receive_amount = received
+            .checked_mul(current.invoice.rate)
+            .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
+            .ok_or_else(|| Error::invalid("amount", "the payments of this order are worth more than can be counted"))?;
+        let changed =
+            receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
+        current.order.receive_currency = receive_currency.clone();
+        current.invoice.receive_currency = receive_currency;
+        current.invoice.receive_amount = receive_amount;
+        Ok(changed)
     }
 
     /// Records a payment seen on chain for an order (the host's chain watcher calls this).
@@ -291,7 +314,7 @@ impl Service {
             let mut events = Vec::new();
             let quote_open = now < current.invoice.expired_at;
             if current.order.status == OrderStatus::New && !quote_open {
-                events.push(self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?);
+                events.push(self.apply(db, &mut current, Trigger::ExpiredUnpaid, now, None)?);
             }
             let counts = quote_open && !current.order.status.is_terminal();
             let state = if confirmed { PaymentState::Confirmed } else { PaymentState::Unconfirmed };
@@ -306,7 +329,8 @@ impl Service {
                 settled_at: confirmed.then_some(now),
             };
             db.insert_payment(environment, &payment)?;
-            // Keep the received amounts true (and move the order if the payment counts).
+            // Keep the received amounts true (and move the order if the payment counts; a
+            // late one changes nothing).
             events.extend(self.reevaluate(db, &mut current, now, false)?);
             if !counts && current.order.status != OrderStatus::Paid {
                 // Money came after the quote: tell the merchant, who decides (mark_paid).
@@ -355,10 +379,7 @@ impl Service {
         if final_on_a_dead_order && status.is_terminal() && status != OrderStatus::Paid {
             // Money seen in time became final after the order failed (another of its
             // payments was rejected): nothing moves by itself, so tell the merchant, who
-            // may accept it with mark_paid.
-            current.order.updated_at = now;
-            current.invoice.updated_at = now;
-            db.update_order_state(&current)?;
+            // may accept it with mark_paid. Like any late payment it changes nothing else.
             events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
         }
         Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
@@ -370,7 +391,9 @@ impl Service {
         let now = self.now();
         self.store.write(|db| {
             let mut current = self.load_for_update(db, order_id)?;
-            self.apply(db, &mut current, Trigger::MarkedPaid, now)?;
+            // The payments it accepts now count as received.
+            let payments = db.payments_for_order(&current.order.order_id)?;
+            self.apply(db, &mut current, Trigger::MarkedPaid, now, Some(&payments))?;
             Ok(current)
         })
     }
@@ -394,10 +417,10 @@ impl Service {
             if current.order.status == OrderStatus::New && now >= current.invoice.expired_at {
                 // The quote ran out before the cancel arrived: record the expiry (that is
                 // what happened), then refuse the cancel below, outside this transaction.
-                self.apply(db, &mut current, Trigger::ExpiredUnpaid, now)?;
+                self.apply(db, &mut current, Trigger::ExpiredUnpaid, now, None)?;
                 return Ok(None);
             }
-            let event = self.apply(db, &mut current, Trigger::Cancelled, now)?;
+            let event = self.apply(db, &mut current, Trigger::Cancelled, now, None)?;
             Ok(Some((current, event)))
         })?;
         cancelled.ok_or_else(|| {

@@ -234,7 +234,8 @@ pub fn check_event(event: &Event) -> Value {
 /// Asserts Get Order and the order's events after one step:
 /// - Get Order: order status == invoice status == `expect.status`, received amounts,
 ///   created_at/expired_at (ISO and `_t`) consistent, `updated_at` now when the step
-///   emitted events and unchanged when it did not change anything;
+///   emitted events and unchanged when it did not change anything; a step that emitted
+///   only `order.paid_late` leaves Get Order exactly as it was;
 /// - events: exactly `new_events` (type, previous status) were added, sequences 1..n,
 ///   every payload well formed, and the last new event's `data.order`/`data.invoice`
 ///   equal what Get Order returns now.
@@ -294,7 +295,13 @@ pub fn step(h: &Harness, tracked: &mut Tracked, expect: Expect<'_>, new_events: 
                 }
             }
             assert_eq!(data["invoice"], spec_invoice, "event data.invoice == Get Order's §2.4 invoice; {ctx}");
-            assert_eq!(updated, iso_from_ms(now_ms(h)), "updated_at must move to the step's time; {ctx}");
+            if new_events.iter().all(|(ty, _)| *ty == "order.paid_late") && tracked.last.is_object() {
+                // DESIGN §6: a late payment "changes nothing until the merchant calls
+                // `mark_paid`": not the amounts, not updated_at.
+                assert_eq!(body, tracked.last, "order.paid_late must leave Get Order as it was; {ctx}");
+            } else {
+                assert_eq!(updated, iso_from_ms(now_ms(h)), "updated_at must move to the step's time; {ctx}");
+            }
             assert_eq!(events.last().map(|e| e.status.as_str()), Some(expect.status), "last event status; {ctx}");
         }
         None if tracked.last.is_object() && tracked.last["invoice"]["receive_amount"] == invoice["receive_amount"] => {
