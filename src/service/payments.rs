@@ -96,6 +96,7 @@ impl Service {
 
     /// Applies `trigger` to the order through the state machine, stores the new state and
     /// writes its event, all inside the caller's transaction.
+    ///
     /// With the order's `payments`, the received amounts are brought up to date for the
     /// new state too (see [`Service::refresh_received`]).
     fn apply(
