@@ -561,9 +561,9 @@ fn shutdown_lets_go_of_the_service_before_it_returns() {
     }
 }
 
-/// A host may drop its service anywhere, a tokio task included; on PostgreSQL the
-/// connections are then closed on a thread of their own (the `postgres` crate panics when
-/// it closes one on a runtime thread).
+/// A host may drop its service anywhere, a tokio task included; on PostgreSQL the last
+/// write and the closing of the connections then run on threads of their own (the
+/// `postgres` crate panics when it blocks on a runtime thread).
 #[test]
 fn a_service_dropped_inside_an_async_task_closes_quietly() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -574,13 +574,27 @@ fn a_service_dropped_inside_an_async_task_closes_quietly() {
         Service::open(db.clone(), config).expect("open")
     };
     let service = open();
-    service.create_key(NewApiKey { user_id: 7, environment: Environment::Sandbox, webhook_url: None }).expect("key");
+    let created = service
+        .create_key(NewApiKey { user_id: 7, environment: Environment::Sandbox, webhook_url: None })
+        .expect("key");
+    // A use of the key the service cannot write now (its table is locked), so dropping
+    // the service has a write to do.
+    let mut holder = backend::RawDb::open(&db);
+    match backend::on_postgres() {
+        true => holder.batch("BEGIN; LOCK TABLE api_keys IN EXCLUSIVE MODE"),
+        false => holder.hold_write_lock(),
+    }
+    service.authenticate(Some(created.plain_key.expose())).expect("authenticate");
+    holder.batch("ROLLBACK");
+    assert_eq!(service.list_keys().expect("keys")[0].last_used_at_ms, None, "the use was kept, not written");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("runtime");
     let dropped = runtime.block_on(async move { tokio::spawn(async move { drop(service) }).await });
     assert!(dropped.is_ok(), "dropping the service inside a task panicked: {dropped:?}");
     drop(runtime);
-    // Nothing was left half-closed: the database opens again with the key in it.
-    assert_eq!(open().list_keys().expect("list keys").len(), 1);
+    // Nothing was left half-closed: the database opens again, with the kept use written.
+    let keys = open().list_keys().expect("list keys");
+    assert_eq!(keys.len(), 1);
+    assert!(keys[0].last_used_at_ms.is_some(), "dropping the service wrote the kept use");
 }
 
 #[test]

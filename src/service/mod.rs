@@ -152,9 +152,24 @@ pub const SECRET_KEY_FILE_VARIABLE: &str = "COINORDER_SECRET_KEY_FILE";
 /// Python's `close()`, C's `coinorder_service_close`) loses none. It waits for the writer as any
 /// write does, up to `busy_timeout`; a failure cannot be reported from here, so a host
 /// that wants to know calls `record_key_uses` first.
+///
+/// The write runs on a thread of its own: a host may drop the service anywhere, a tokio
+/// task included, and the `postgres` crate panics when it blocks on such a thread.
 impl Drop for Service {
     fn drop(&mut self) {
-        let _unreportable = self.record_key_uses();
+        let kept = !self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if !kept {
+            return;
+        }
+        std::thread::scope(|scope| {
+            let writing = std::thread::Builder::new().name("coinorder-close".to_string()).spawn_scoped(scope, || {
+                let _unreportable = self.record_key_uses();
+            });
+            if writing.is_err() {
+                // No thread to be had: write here, which is fine outside async code.
+                let _unreportable = self.record_key_uses();
+            }
+        });
     }
 }
 
