@@ -153,23 +153,16 @@ pub const SECRET_KEY_FILE_VARIABLE: &str = "COINORDER_SECRET_KEY_FILE";
 /// write does, up to `busy_timeout`; a failure cannot be reported from here, so a host
 /// that wants to know calls `record_key_uses` first.
 ///
-/// The write runs on a thread of its own: a host may drop the service anywhere, a tokio
-/// task included, and the `postgres` crate panics when it blocks on such a thread.
+/// The write runs on a thread of its own (`storage::off_async_threads`): a host may drop
+/// the service anywhere, a tokio task included.
 impl Drop for Service {
     fn drop(&mut self) {
         let kept = !self.unwritten_key_uses.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        if !kept {
-            return;
-        }
-        std::thread::scope(|scope| {
-            let writing = std::thread::Builder::new().name("coinorder-close".to_string()).spawn_scoped(scope, || {
+        if kept {
+            crate::storage::off_async_threads(|| {
                 let _unreportable = self.record_key_uses();
             });
-            if writing.is_err() {
-                // No thread to be had: write here, which is fine outside async code.
-                let _unreportable = self.record_key_uses();
-            }
-        });
+        }
     }
 }
 

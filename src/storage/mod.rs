@@ -40,6 +40,29 @@ pub(crate) use records::{
 };
 pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
+/// Runs `work` on a short-lived thread of its own and waits for it (in place if no thread
+/// can be started). For drops, which a host may run inside its async code: the `postgres`
+/// crate blocks on a runtime of its own for every call and to close a connection, which
+/// panics on a thread that drives async tasks (a tokio worker). A panic of `work` ends
+/// with its thread, so a drop calling this never panics itself.
+pub(crate) fn off_async_threads(work: impl FnOnce() + Send) {
+    // Kept here rather than moved into the thread, so that it can still run in place.
+    let work = std::sync::Mutex::new(Some(work));
+    let run = || {
+        if let Some(work) = work.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            work();
+        }
+    };
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new().name("coinorder-closing".into()).spawn_scoped(scope, run) {
+            Ok(thread) => {
+                let _ended = thread.join();
+            }
+            Err(_) => run(),
+        }
+    });
+}
+
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
 /// [`crate::Service::open`], `--db` or `COINORDER_DB`. Displayed without any password, so
 /// messages may show it.

@@ -139,18 +139,11 @@ pub(crate) struct PgConn {
 }
 
 impl Drop for PgStore {
-    /// Closes the connections on a thread of their own. The `postgres` crate closes a
-    /// connection by blocking on a runtime of its own, which panics on a thread that
-    /// drives async tasks: a host's tokio worker, or a `serve` connection task that
-    /// happens to hold the last reference to the service.
+    /// Closes the connections on a thread of their own ([`super::off_async_threads`]): the
+    /// last reference to the service may be dropped anywhere, a host's tokio task included.
     fn drop(&mut self) {
-        let Some(pool) = self.pool.take() else { return };
-        // If no thread can be started, the closure (and the pool) is dropped right here.
-        if let Ok(closing) =
-            std::thread::Builder::new().name("coinorder-pg-close".to_string()).spawn(move || drop(pool))
-        {
-            let _ = closing.join();
-        }
+        let pool = self.pool.take();
+        super::off_async_threads(move || drop(pool));
     }
 }
 
