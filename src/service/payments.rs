@@ -387,7 +387,8 @@ impl Service {
     }
 
     /// Accepts a late or short payment by hand: EXPIRED or FAILED → PAID, with an
-    /// `order.paid` event saying it was marked by the merchant.
+    /// `order.paid` event saying it was marked by the merchant. Payments that came late
+    /// count in `receive_amount` from then on.
     pub fn mark_paid(&self, order_id: &str) -> Result<OrderWithInvoice> {
         let now = self.now();
         self.store.write(|db| {
