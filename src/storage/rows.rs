@@ -26,6 +26,9 @@ use crate::time::Timestamp;
 pub(super) trait RowValues {
     /// A `TEXT` column.
     fn text(&self, column: usize) -> Result<String>;
+    /// A `TEXT` column, borrowed from the row: for values that are decoded rather than
+    /// kept, so that reading them allocates nothing.
+    fn str(&self, column: usize) -> Result<&str>;
     /// A `TEXT` column that may be `NULL`.
     fn opt_text(&self, column: usize) -> Result<Option<String>>;
     /// An `INTEGER` (SQLite) or `BIGINT` (PostgreSQL) column.
@@ -51,8 +54,8 @@ pub(super) fn decode<T>(
     what: &str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<T> {
-    let text = row.text(column)?;
-    parse(&text).ok_or_else(|| {
+    let text = row.str(column)?;
+    parse(text).ok_or_else(|| {
         let quoted: String = text.chars().take(QUOTED_VALUE_CHARS).collect();
         Error::new(ErrorKind::Corrupt(format!("{what}: unknown value {quoted:?}")))
     })

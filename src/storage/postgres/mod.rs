@@ -420,6 +420,10 @@ impl RowValues for Row {
         self.try_get(column).db()
     }
 
+    fn str(&self, column: usize) -> Result<&str> {
+        self.try_get(column).db()
+    }
+
     fn opt_text(&self, column: usize) -> Result<Option<String>> {
         self.try_get(column).db()
     }

@@ -406,6 +406,10 @@ impl RowValues for Row<'_> {
         self.get(column).db()
     }
 
+    fn str(&self, column: usize) -> Result<&str> {
+        self.get_ref(column).and_then(|value| value.as_str().map_err(Into::into)).db()
+    }
+
     fn opt_text(&self, column: usize) -> Result<Option<String>> {
         self.get(column).db()
     }
