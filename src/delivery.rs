@@ -14,8 +14,9 @@ use std::fmt;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use crate::http_client::DeadlineResolver;
 use serde::Serialize;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 use crate::payments::Event;
@@ -227,14 +228,15 @@ pub(crate) fn http_agent(timeout: Duration, concurrency: usize, public_only: boo
     if public_only {
         ureq::Agent::with_parts(config, DefaultConnector::default(), PublicOnlyResolver::default())
     } else {
-        ureq::Agent::new_with_config(config)
+        crate::http_client::agent(config)
     }
 }
 
-/// Resolves like the default resolver, then refuses any non-public address.
+/// Resolves like every agent of the service ([`DeadlineResolver`]), then refuses any
+/// non-public address.
 #[derive(Debug, Default)]
 struct PublicOnlyResolver {
-    inner: DefaultResolver,
+    inner: DeadlineResolver,
 }
 
 impl Resolver for PublicOnlyResolver {

@@ -41,6 +41,7 @@ mod config;
 mod delivery;
 mod environment;
 mod error;
+mod http_client;
 mod keys;
 mod lifecycle;
 mod mail;

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "config.rs",
             "rate_limit.rs",
             "delivery.rs",
+            "http_client.rs",
             "mail.rs",
             "render",
             "wallets.rs",

@@ -157,7 +157,7 @@ impl EsploraClient {
             .timeout_global(Some(timeout))
             .user_agent("coinorder-chain-watcher")
             .build();
-        Ok(EsploraClient { agent: ureq::Agent::new_with_config(config), endpoint, body_limit: MAX_BODY_BYTES })
+        Ok(EsploraClient { agent: crate::http_client::agent(config), endpoint, body_limit: MAX_BODY_BYTES })
     }
 
     /// The height of the API's best block: `GET /blocks/tip/height` (a plain-text integer).

@@ -172,7 +172,7 @@ impl EthereumClient {
             .timeout_global(Some(timeout))
             .user_agent("coinorder-chain")
             .build();
-        Ok(EthereumClient { agent: ureq::Agent::new_with_config(config), endpoint, next_id: AtomicU64::new(1) })
+        Ok(EthereumClient { agent: crate::http_client::agent(config), endpoint, next_id: AtomicU64::new(1) })
     }
 
     /// The latest block height (`eth_blockNumber`).

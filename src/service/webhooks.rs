@@ -7,7 +7,9 @@ use crate::signature;
 use crate::storage::{AttemptResult, ClaimedEvent};
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::config::Clock;
 use std::time::{Duration, Instant};
 
 use super::Service;
@@ -75,27 +77,41 @@ impl Service {
         // every other deliverer off these events until `lease_until`, which outlasts the
         // wave, and the outcomes below are written only where this wave's token still
         // holds the lease.
-        let slots: Vec<Mutex<Option<Attempted>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
+        let jobs = Arc::new(jobs);
+        let slots: Arc<Vec<Mutex<Option<Attempted>>>> = Arc::new(jobs.iter().map(|_| Mutex::new(None)).collect());
         let senders = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..senders {
-                scope.spawn(|| {
-                    while let (Some(job), Some(slot)) = {
-                        let index = next.fetch_add(1, Ordering::SeqCst);
-                        (jobs.get(index), slots.get(index))
-                    } {
-                        let attempted = self.attempt(job);
-                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempted);
-                    }
-                });
+        let send_next = {
+            let (jobs, slots, next) = (Arc::clone(&jobs), Arc::clone(&slots), Arc::new(AtomicUsize::new(0)));
+            let sender = WebhookSender { http: self.http.clone(), clock: Arc::clone(&self.config().clock) };
+            move || {
+                while let (Some(job), Some(slot)) = {
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    (jobs.get(index), slots.get(index))
+                } {
+                    let attempted = sender.attempt(job);
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempted);
+                }
             }
-        });
+        };
+        // Threads of their own, joined, rather than `std::thread::scope`: a scope gives the
+        // calling thread std's thread handle, which outlives the call, and a C host's main
+        // thread never frees it (valgrind counts it as possibly lost at exit).
+        let threads: Vec<_> = (0..senders)
+            .filter_map(|_| std::thread::Builder::new().name("coinorder-webhook".into()).spawn(send_next.clone()).ok())
+            .collect();
+        if threads.is_empty() {
+            // No thread could be started: send from here, one at a time.
+            send_next();
+        }
+        for thread in threads {
+            // A sender that panicked leaves its event's slot empty: retried below.
+            let _ended = thread.join();
+        }
         let finished: Vec<(AttemptResult<'_>, Option<WebhookAttempt>)> = jobs
             .iter()
-            .zip(slots)
+            .zip(slots.iter())
             .map(|(job, slot)| {
-                let (outcome, log) = slot.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| {
+                let (outcome, log) = slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_else(|| {
                     (Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }, None)
                 });
                 (
@@ -184,83 +200,6 @@ impl Service {
             _ => scheduled,
         };
         i64::try_from(delay.as_millis()).ok()
-    }
-
-    /// Sends one webhook.
-    fn attempt(&self, job: &Job) -> Attempted {
-        let (url, secret) = match &job.target {
-            Ok(Some(target)) => target,
-            Ok(None) => return (Outcome::NoTarget, None),
-            Err(error) => return (Outcome::Retry { error: error.clone(), retry_after: None }, None),
-        };
-        let started_at = self.now();
-        let started = Instant::now();
-        let mut log = WebhookAttempt {
-            attempt: job.claimed.attempt,
-            url: url.clone(),
-            started_at,
-            status: None,
-            latency_ms: 0,
-            response_excerpt: None,
-            error: None,
-        };
-        let outcome = self.send(url, secret, &job.claimed, &mut log);
-        log.latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
-            log.error = Some(error.clone());
-        }
-        (outcome, Some(log))
-    }
-
-    fn send(
-        &self,
-        url: &str,
-        secret: &crate::SecretString,
-        claimed: &ClaimedEvent,
-        log: &mut WebhookAttempt,
-    ) -> Outcome {
-        // A live service's agent checks every address it connects to (PublicOnlyResolver):
-        // a target refused there is given up at once, while a lookup that fails (a DNS
-        // outage) is retried on the schedule like any other connection failure.
-        let timestamp = self.now().as_millis().div_euclid(1000);
-        let body = claimed.payload.as_bytes();
-        let signature = match signature::sign(secret.expose(), &claimed.event_id, timestamp, body) {
-            Ok(signature) => signature,
-            Err(e) => return Outcome::GiveUp(format!("cannot sign: {e}")),
-        };
-        let response = self
-            .http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("webhook-id", &claimed.event_id)
-            .header("webhook-timestamp", &timestamp.to_string())
-            .header("webhook-signature", &signature)
-            .send(body);
-        let mut response = match response {
-            Ok(response) => response,
-            Err(error @ ureq::Error::BadUri(_)) if error.to_string().contains(REFUSED_IN_LIVE) => {
-                return Outcome::GiveUp(transport_error(&error))
-            }
-            Err(error) => return Outcome::Retry { error: transport_error(&error), retry_after: None },
-        };
-        let status = response.status().as_u16();
-        log.status = Some(status);
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, self.now()));
-        let mut excerpt = Vec::new();
-        let _ = response.body_mut().as_reader().take(RESPONSE_READ_LIMIT).read_to_end(&mut excerpt);
-        excerpt.truncate(RESPONSE_EXCERPT_BYTES);
-        log.response_excerpt = Some(String::from_utf8_lossy(&excerpt).into_owned());
-        match status {
-            200..=299 => Outcome::Sent,
-            410 => Outcome::GiveUp("410 Gone: the endpoint asked to stop".into()),
-            300..=399 => Outcome::Retry { error: format!("{status}: redirects are not followed"), retry_after: None },
-            429 | 503 => Outcome::Retry { error: format!("HTTP {status}"), retry_after },
-            _ => Outcome::Retry { error: format!("HTTP {status}"), retry_after: None },
-        }
     }
 
     /// Every event of an order with its delivery state and attempt log, by sequence.
@@ -400,5 +339,98 @@ impl Service {
         let signature = signature::sign(secret.expose(), &event.event_id, timestamp, event.payload.as_bytes())
             .map_err(|e| Error::new(ErrorKind::Internal(format!("cannot sign: {e}"))))?;
         Ok(SignedWebhook { webhook_id: event.event_id.clone(), timestamp, signature, body: event.payload.clone() })
+    }
+}
+
+/// What sending a webhook needs, owned, so that the senders of a wave can run on threads
+/// of their own without borrowing the service.
+#[derive(Clone)]
+struct WebhookSender {
+    /// The service's keep-alive agent (a clone shares its connections).
+    http: ureq::Agent,
+    /// The service's clock.
+    clock: Arc<dyn Clock>,
+}
+
+impl WebhookSender {
+    fn now(&self) -> crate::time::Timestamp {
+        crate::time::Timestamp(self.clock.now_ms())
+    }
+
+    /// Sends one webhook.
+    fn attempt(&self, job: &Job) -> Attempted {
+        let (url, secret) = match &job.target {
+            Ok(Some(target)) => target,
+            Ok(None) => return (Outcome::NoTarget, None),
+            Err(error) => return (Outcome::Retry { error: error.clone(), retry_after: None }, None),
+        };
+        let started_at = self.now();
+        let started = Instant::now();
+        let mut log = WebhookAttempt {
+            attempt: job.claimed.attempt,
+            url: url.clone(),
+            started_at,
+            status: None,
+            latency_ms: 0,
+            response_excerpt: None,
+            error: None,
+        };
+        let outcome = self.send(url, secret, &job.claimed, &mut log);
+        log.latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
+            log.error = Some(error.clone());
+        }
+        (outcome, Some(log))
+    }
+
+    fn send(
+        &self,
+        url: &str,
+        secret: &crate::SecretString,
+        claimed: &ClaimedEvent,
+        log: &mut WebhookAttempt,
+    ) -> Outcome {
+        // A live service's agent checks every address it connects to (PublicOnlyResolver):
+        // a target refused there is given up at once, while a lookup that fails (a DNS
+        // outage) is retried on the schedule like any other connection failure.
+        let timestamp = self.now().as_millis().div_euclid(1000);
+        let body = claimed.payload.as_bytes();
+        let signature = match signature::sign(secret.expose(), &claimed.event_id, timestamp, body) {
+            Ok(signature) => signature,
+            Err(e) => return Outcome::GiveUp(format!("cannot sign: {e}")),
+        };
+        let response = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &claimed.event_id)
+            .header("webhook-timestamp", &timestamp.to_string())
+            .header("webhook-signature", &signature)
+            .send(body);
+        let mut response = match response {
+            Ok(response) => response,
+            Err(error @ ureq::Error::BadUri(_)) if error.to_string().contains(REFUSED_IN_LIVE) => {
+                return Outcome::GiveUp(transport_error(&error))
+            }
+            Err(error) => return Outcome::Retry { error: transport_error(&error), retry_after: None },
+        };
+        let status = response.status().as_u16();
+        log.status = Some(status);
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, self.now()));
+        let mut excerpt = Vec::new();
+        let _ = response.body_mut().as_reader().take(RESPONSE_READ_LIMIT).read_to_end(&mut excerpt);
+        excerpt.truncate(RESPONSE_EXCERPT_BYTES);
+        log.response_excerpt = Some(String::from_utf8_lossy(&excerpt).into_owned());
+        match status {
+            200..=299 => Outcome::Sent,
+            410 => Outcome::GiveUp("410 Gone: the endpoint asked to stop".into()),
+            300..=399 => Outcome::Retry { error: format!("{status}: redirects are not followed"), retry_after: None },
+            429 | 503 => Outcome::Retry { error: format!("HTTP {status}"), retry_after },
+            _ => Outcome::Retry { error: format!("HTTP {status}"), retry_after: None },
+        }
     }
 }

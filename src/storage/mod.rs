@@ -40,12 +40,21 @@ pub(crate) use records::{
 };
 pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
-/// Runs `work` on a short-lived thread of its own and waits for it (in place if no thread
-/// can be started). For drops, which a host may run inside its async code: the `postgres`
-/// crate blocks on a runtime of its own for every call and to close a connection, which
-/// panics on a thread that drives async tasks (a tokio worker). A panic of `work` ends
-/// with its thread, so a drop calling this never panics itself.
+/// Runs `work`, which may block, from a drop: in place, except on a thread that drives
+/// async tasks, where it runs on a short-lived thread of its own and is waited for (in
+/// place if no thread can be started). The `postgres` crate blocks on a runtime of its own
+/// for every call and to close a connection, which panics inside a tokio runtime, and a
+/// host may drop the service anywhere, its async code included. A panic of `work` is
+/// contained either way, so a drop calling this never panics itself.
+///
+/// In place otherwise, not always on a thread: a scoped thread gives the calling thread
+/// std's thread handle, which outlives the call, and a C or Python host's main thread never
+/// frees it (valgrind counts it as possibly lost at exit).
 pub(crate) fn off_async_threads(work: impl FnOnce() + Send) {
+    if !on_async_runtime() {
+        let _contained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        return;
+    }
     // Kept here rather than moved into the thread, so that it can still run in place.
     let work = std::sync::Mutex::new(Some(work));
     let run = || {
@@ -58,9 +67,25 @@ pub(crate) fn off_async_threads(work: impl FnOnce() + Send) {
             Ok(thread) => {
                 let _ended = thread.join();
             }
-            Err(_) => run(),
+            Err(_) => {
+                let _contained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            }
         }
     });
+}
+
+/// True on a thread inside a tokio runtime, where blocking on another runtime panics.
+/// Only the `postgres` crate does that, so without the `postgres` feature nothing here
+/// needs to leave the thread it runs on.
+#[cfg(feature = "postgres")]
+fn on_async_runtime() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+}
+
+/// See the `postgres` build of this function.
+#[cfg(not(feature = "postgres"))]
+fn on_async_runtime() -> bool {
+    false
 }
 
 /// Where the data lives: DESIGN §11 picks the backend from the target string given to
