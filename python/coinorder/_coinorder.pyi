@@ -1,6 +1,7 @@
 """Type stubs of the compiled module ``coinorder._coinorder`` (checked by mypy.stubtest)."""
 
 import datetime
+import os
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, final
@@ -382,7 +383,7 @@ class Response:
 @final
 class Service:
     @staticmethod
-    def open(target: str, environment: str = "sandbox", **options: Any) -> Service: ...
+    def open(target: str | os.PathLike[str], environment: str = "sandbox", **options: Any) -> Service: ...
     def close(self) -> None: ...
     def __enter__(self) -> Service: ...
     def __exit__(self, *_args: object) -> bool: ...

@@ -9,6 +9,7 @@ they are ordinary, picklable exception classes.)
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 __all__ = [
     "Error",
@@ -156,6 +157,11 @@ class OrderStatus(str, enum.Enum):
     EXPIRED = "EXPIRED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+
+    if TYPE_CHECKING:
+        # For type checkers (and stubtest, which reads this file as the stub): members are
+        # looked up by value, as Enum does at run time, not built like a `str`.
+        def __new__(cls, value: str) -> OrderStatus: ...
 
     def __str__(self) -> str:
         return self.value

@@ -26,6 +26,17 @@ def test_open_defaults_to_the_sandbox(db_path: str) -> None:
     assert db_path.startswith("postgres://") or Path(db_path).exists()
 
 
+def test_open_takes_a_pathlib_path(tmp_path: Path) -> None:
+    path = tmp_path / "shop.db"
+    with coinorder.Service.open(path) as svc:
+        key = svc.create_key(user_id=7)
+    assert path.exists()
+    with coinorder.Service.open(path) as svc:
+        assert svc.authenticate(key.plain_key).user_id == 7
+    with pytest.raises(TypeError):
+        coinorder.Service.open(42)  # type: ignore[arg-type]
+
+
 @pytest.mark.skipif(not os.environ.get("COINORDER_TEST_POSTGRES"), reason="needs the PostgreSQL pass")
 def test_postgres_needs_the_shared_key_file(db_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COINORDER_SECRET_KEY_FILE")

@@ -706,8 +706,9 @@ fn opt_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Optio
 
 #[pymethods]
 impl Service {
-    /// Opens (creating if needed) the service over `target` (a SQLite file path, or a
-    /// PostgreSQL URL `postgres://user@host:5432/db`), for
+    /// Opens (creating if needed) the service over `target` (a SQLite file path, as a str
+    /// or any `os.PathLike` such as `pathlib.Path`, or a PostgreSQL URL
+    /// `postgres://user@host:5432/db`), for
     /// `environment` (`"sandbox"` or `"live"`); `options` are those of the C ABI's
     /// `config_json` (`invoice_ttl=900`, `rate_limit=0`, `synchronous="normal"`...),
     /// the chain watchers' among them: `esplora_url`, `bitcoin_confirmations`,
@@ -715,7 +716,12 @@ impl Service {
     /// coin to ERC-20 contract address).
     #[staticmethod]
     #[pyo3(signature = (target, environment = "sandbox", **options))]
-    fn open(py: Python<'_>, target: &str, environment: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    fn open(
+        py: Python<'_>,
+        target: std::path::PathBuf,
+        environment: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
         let mut config_options = serde_json::Map::new();
         config_options.insert("environment".into(), serde_json::Value::from(environment));
         if let Some(options) = options {
@@ -726,7 +732,6 @@ impl Service {
         }
         let config = Config::from_options(&serde_json::Value::Object(config_options)).map_err(|e| to_py_err(py, &e))?;
         let environment = config.environment;
-        let target = target.to_string();
         let core = detached(py, move || Core::open(target, config))?;
         Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment })
     }
