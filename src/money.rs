@@ -147,6 +147,16 @@ pub fn check_fiat_amount(field: &str, amount: Decimal, minor_units: u32, currenc
     Ok(amount)
 }
 
+/// The most digits an invoice amount has, before and after the point: one fewer than the
+/// 28 a [`Decimal`] division keeps, so that rounding up sees a digit beyond the last place.
+pub const QUOTE_DIGITS: u32 = 27;
+
+/// The power of ten an invoice amount of a coin with `decimals` places stays below:
+/// [`crypto_amount`] quotes nothing larger (`1000000000` for ETH's 18 places).
+pub fn largest_quotable_coins(decimals: u32) -> Decimal {
+    Decimal::from_i128_with_scale(10i128.pow(QUOTE_DIGITS.saturating_sub(decimals)), 0)
+}
+
 /// The crypto amount that pays `fiat` at `rate` (fiat per coin), rounded *up* to the
 /// coin's `decimals` so the merchant is never short. `None` when the amount cannot be
 /// quoted exactly within 28 significant digits (absurdly large amounts of fine coins).
@@ -158,7 +168,7 @@ pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Deci
     // The division keeps 28 significant digits; leave at least one beyond the coin's
     // last place so rounding up sees every digit that matters.
     let integer_digits = quotient.trunc().to_string().trim_start_matches('-').len() as u32;
-    if integer_digits + decimals > 27 {
+    if integer_digits + decimals > QUOTE_DIGITS {
         return None;
     }
     let mut amount = quotient.round_dp_with_strategy(decimals, RoundingStrategy::AwayFromZero);

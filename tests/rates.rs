@@ -425,6 +425,21 @@ fn the_crypto_amount_is_never_rounded_down_even_at_the_largest_amounts() {
 }
 
 #[test]
+fn an_order_too_large_to_quote_is_refused_with_the_limit_it_passed() {
+    // At the sandbox's 1,000 USD per ETH, 1e12 USD is 1e9 ETH: ten digits before ETH's 18
+    // decimal places, one more than an exact invoice amount holds.
+    let h = harness();
+    let under = h.post(&json!({"currency": "USD", "amount": "999999999999", "pay_currency": "ETH"}));
+    assert_eq!(under.status, 201, "{}", text(&under));
+    let over = h.post(&json!({"currency": "USD", "amount": 1_000_000_000_000_i64, "pay_currency": "ETH"}));
+    assert_invalid(&over, "amount");
+    let message = string(&over.json(), "error").to_string();
+    assert!(message.starts_with("amount: is too large to pay in ETH"), "{message}");
+    assert!(message.contains("below 1000000000 ETH"), "{message}");
+    assert!(message.contains("18 decimal places"), "{message}");
+}
+
+#[test]
 fn a_replayed_or_duplicate_create_does_not_cost_the_wallet_an_address() {
     let wallet = Arc::new(Wallet::default());
     let source: Arc<dyn AddressSource> = wallet.clone();

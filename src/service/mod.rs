@@ -730,8 +730,17 @@ impl Service {
         })?;
         let decimals =
             money::coin_decimals(coin).ok_or_else(|| Error::invalid("pay_currency", format!("unknown coin {coin}")))?;
-        let crypto_amount = money::crypto_amount(amount, rate.rate, decimals)
-            .ok_or_else(|| Error::invalid("amount", "cannot be quoted at the current rate"))?;
+        let crypto_amount = money::crypto_amount(amount, rate.rate, decimals).ok_or_else(|| {
+            Error::invalid(
+                "amount",
+                format!(
+                    "is too large to pay in {coin} at the current rate: an invoice must stay below {} {coin} \
+                     ({coin} has {decimals} decimal places and an exact amount at most {} digits)",
+                    money::largest_quotable_coins(decimals),
+                    money::QUOTE_DIGITS
+                ),
+            )
+        })?;
         Ok((rate, crypto_amount))
     }
 
