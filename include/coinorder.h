@@ -126,8 +126,10 @@ enum coinorder_status
    */
   COINORDER_INVALID_UTF8 = 2,
   /**
-   * A JSON argument did not parse, or is not of the shape the function takes; `*err`
-   * names it and says where.
+   * A JSON argument did not parse, or is not a JSON object where the function takes
+   * one; `*err` names it and says where. A member with a wrong value (`{"user_id":"x"}`)
+   * is the service's `COINORDER_ERROR` with `PARAMETERS_MISSING` naming the field, as
+   * over HTTP.
    */
   COINORDER_INVALID_JSON = 3,
   /**

@@ -21,8 +21,10 @@ pub enum coinorder_status {
     COINORDER_NULL_ARGUMENT = 1,
     /// A string argument was not valid UTF-8; `*err` names it.
     COINORDER_INVALID_UTF8 = 2,
-    /// A JSON argument did not parse, or is not of the shape the function takes; `*err`
-    /// names it and says where.
+    /// A JSON argument did not parse, or is not a JSON object where the function takes
+    /// one; `*err` names it and says where. A member with a wrong value (`{"user_id":"x"}`)
+    /// is the service's `COINORDER_ERROR` with `PARAMETERS_MISSING` naming the field, as
+    /// over HTTP.
     COINORDER_INVALID_JSON = 3,
     /// The service refused or failed; `*err` has the spec's error code, message and HTTP status.
     COINORDER_ERROR = 4,
