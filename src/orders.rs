@@ -222,8 +222,10 @@ fn check_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Optio
 /// Where the payment page sends the customer's browser once the customer is done: only
 /// a PAID or CANCELLED order redirects (`None` otherwise). The target is the order's
 /// `callback_url` (spec §1, DESIGN §7); an order without one falls back to its
-/// `success_url` (PAID) or `cancel_url` (CANCELLED). `order_id` and `status` are set in
-/// the query, replacing any the merchant put there, so each appears once.
+/// `success_url` (PAID) or `cancel_url` (CANCELLED). `order_id` and `status` are added to
+/// the query: after the merchant's own parameters, kept as they were written; only when
+/// the merchant's query already has an `order_id` or `status` is it rebuilt without them,
+/// so that each appears once.
 pub fn callback_redirect_url(order: &Order) -> Option<String> {
     let specific = match order.status {
         OrderStatus::Paid => order.success_url.as_deref(),
@@ -231,16 +233,16 @@ pub fn callback_redirect_url(order: &Order) -> Option<String> {
         _ => return None,
     };
     let mut url = url::Url::parse(order.callback_url.as_deref().or(specific)?).ok()?;
-    let kept: Vec<(String, String)> = url
-        .query_pairs()
-        .filter(|(name, _)| name != "order_id" && name != "status")
-        .map(|(name, value)| (name.into_owned(), value.into_owned()))
-        .collect();
-    url.query_pairs_mut()
-        .clear()
-        .extend_pairs(kept)
-        .append_pair("order_id", &order.order_id)
-        .append_pair("status", order.status.as_str());
+    let ours = |name: &str| name == "order_id" || name == "status";
+    if url.query_pairs().any(|(name, _)| ours(&name)) {
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(name, _)| !ours(name))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    url.query_pairs_mut().append_pair("order_id", &order.order_id).append_pair("status", order.status.as_str());
     Some(url.to_string())
 }
 
@@ -483,6 +485,12 @@ mod tests {
         assert_eq!(
             callback_redirect_url(&paid).as_deref(),
             Some(format!("https://shop.example/cb?ref=7&order_id={id}&status=PAID").as_str())
+        );
+        // Without parameters of ours in it, the merchant's query stays as written.
+        let kept = order(OrderStatus::Cancelled, Some("https://shop.example/cb/x?a=1&b=x%20y#top"), None, None);
+        assert_eq!(
+            callback_redirect_url(&kept).as_deref(),
+            Some(format!("https://shop.example/cb/x?a=1&b=x%20y&order_id={id}&status=CANCELLED#top").as_str())
         );
         let all = |status| {
             order(status, Some("https://a.example/cb"), Some("https://a.example/ok"), Some("https://a.example/no"))
