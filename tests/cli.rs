@@ -530,6 +530,25 @@ impl Shop {
 }
 
 /// Runs a command that must fail with exit status 1; returns its stderr.
+#[test]
+fn live_keys_take_a_private_webhook_url_only_when_the_settings_file_allows_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let create = ["keys", "create", "--env", "live", "--user-id", "9", "--webhook-url", "http://127.0.0.1:9/x"];
+    let refused = run_fails(dir, &create);
+    assert!(refused.contains("webhook_url") && refused.contains("refused in live"), "{refused}");
+
+    std::fs::write(dir.join("allow.toml"), "[webhooks]\nallow_private = true\n").expect("write settings");
+    let created = run_json(dir, &[&["--config", "allow.toml"][..], &create[..]].concat());
+    assert_eq!(created["webhook_url"], json!("http://127.0.0.1:9/x"));
+    let id = created["id"].as_str().expect("id").to_string();
+    let key =
+        run_json(dir, &["--config", "allow.toml", "--env", "live", "keys", "set-webhook", &id, "http://10.0.0.1/hook"]);
+    assert_eq!(key["webhook_url"], json!("http://10.0.0.1/hook"));
+    let refused = run_fails(dir, &["--env", "live", "keys", "set-webhook", &id, "http://10.0.0.2/hook"]);
+    assert!(refused.contains("refused in live"), "{refused}");
+}
+
 fn run_fails(dir: &Path, args: &[&str]) -> String {
     let output = run(dir, args);
     assert_eq!(output.status.code(), Some(1), "{args:?} should fail: {}", String::from_utf8_lossy(&output.stdout));

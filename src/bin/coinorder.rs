@@ -979,10 +979,13 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// The library settings for the environment, with the file's storage settings.
+    /// The library settings for the environment, with the file's storage settings and its
+    /// `[webhooks] allow_private`: live refuses private webhook URLs on keys (`keys create`,
+    /// `keys set-webhook`) as on orders, so the file's permission holds for every command.
     fn config(&self) -> Config {
         let mut config = Config::new(self.env);
         apply_storage_settings(&mut config, &self.file);
+        config.allow_private_webhook_targets = self.file.webhooks.allow_private == Some(true);
         config
     }
 
