@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::delivery::Outbox;
 use crate::service::Service;
 
 /// The shortest pause between two runs; a zero interval would spin.
@@ -102,19 +103,22 @@ impl Worker {
         F: FnMut() -> Result<(), E> + Send + 'static,
         E: fmt::Display,
     {
-        Worker::spawn_with_stop(name.into(), interval, |_| task)
+        let mut task = task;
+        Worker::spawn_with_stop(name.into(), interval, |_| move || task().map(|()| None))
     }
 
     /// Like [`Worker::spawn`], for a task that may loop within one run: `make` receives
     /// a [`StopRequested`] the task checks between steps, so stopping never waits for
-    /// more than the step in progress.
+    /// more than the step in progress. A run that returns `Ok(Some(pause))` is followed by
+    /// the next one after `pause` if that is shorter than `interval` (work it knows comes
+    /// due sooner).
     fn spawn_with_stop<F, E>(
         name: String,
         interval: Duration,
         make: impl FnOnce(StopRequested) -> F,
     ) -> std::io::Result<Worker>
     where
-        F: FnMut() -> Result<(), E> + Send + 'static,
+        F: FnMut() -> Result<Option<Duration>, E> + Send + 'static,
         E: fmt::Display,
     {
         let shared = Arc::new(Shared::default());
@@ -184,17 +188,17 @@ impl Drop for Worker {
 /// The worker thread's loop.
 fn run<F, E>(shared: &Shared, interval: Duration, mut task: F)
 where
-    F: FnMut() -> Result<(), E>,
+    F: FnMut() -> Result<Option<Duration>, E>,
     E: fmt::Display,
 {
     loop {
         if lock(&shared.control).stop {
             return;
         }
-        let failure = match catch_unwind(AssertUnwindSafe(&mut task)) {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error.to_string()),
-            Err(panic) => Some(panic_message(panic.as_ref())),
+        let (failure, sooner) = match catch_unwind(AssertUnwindSafe(&mut task)) {
+            Ok(Ok(sooner)) => (None, sooner),
+            Ok(Err(error)) => (Some(error.to_string()), None),
+            Err(panic) => (Some(panic_message(panic.as_ref())), None),
         };
         {
             let mut stats = lock(&shared.stats);
@@ -204,7 +208,7 @@ where
                 stats.last_error = Some(message);
             }
         }
-        if !wait(shared, interval) {
+        if !wait(shared, sooner.map_or(interval, |pause| pause.clamp(MIN_INTERVAL, interval))) {
             return;
         }
     }
@@ -298,7 +302,8 @@ impl Service {
     /// Without [`crate::Config::smtp`] e-mails stay pending and only webhooks go out.
     /// Retries follow [`crate::Config::retry_schedule`]; an attempt that fails is not
     /// picked up again before its next attempt is due, so a receiver that is down is not
-    /// hammered. A run that fails (e.g. the database busy past its timeout) is counted on
+    /// hammered, and when that is sooner than `interval` the worker wakes for it then, so
+    /// a retry due 5 s after a failure goes out at 5 s rather than up to an interval later. A run that fails (e.g. the database busy past its timeout) is counted on
     /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
     /// `e-mails`) and retried at the next tick; it never stops the worker. [`Worker::stop`]
     /// waits only for the webhook wave or the e-mail in progress, not for the rest of a
@@ -337,8 +342,10 @@ impl Service {
     }
 
     /// One run of the delivery worker: webhooks and e-mails, each repeated while a full
-    /// batch went out, until both are drained or the worker is stopped.
-    fn deliver_backlog(&self, batch: usize, stop: &StopRequested) -> Result<(), String> {
+    /// batch went out, until both are drained or the worker is stopped. Returns how soon
+    /// the next message comes due, if sooner than the worker's interval: a retry
+    /// scheduled 5 s after a failure then goes out at 5 s, not up to an interval later.
+    fn deliver_backlog(&self, batch: usize, stop: &StopRequested) -> Result<Option<Duration>, String> {
         let (mut webhooks, mut emails) = (true, true);
         let mut errors = Vec::new();
         while (webhooks || emails) && !stop.get() {
@@ -362,9 +369,22 @@ impl Service {
             }
         }
         if errors.is_empty() {
-            Ok(())
+            Ok(self.until_next_due())
         } else {
             Err(errors.join("; "))
         }
+    }
+
+    /// How long until the earliest webhook or e-mail waiting for a later attempt comes
+    /// due; `None` when none waits (or the read failed: the worker's interval then holds).
+    fn until_next_due(&self) -> Option<Duration> {
+        let now = self.now();
+        let next = [Outbox::Webhooks, Outbox::Emails]
+            .into_iter()
+            .filter_map(|outbox| {
+                self.store.read(|db| db.next_due_after(outbox, self.environment(), now)).ok().flatten()
+            })
+            .min()?;
+        u64::try_from(next.as_millis() - now.as_millis()).ok().map(Duration::from_millis)
     }
 }

@@ -399,6 +399,24 @@ fn stopping_the_delivery_worker_waits_for_the_wave_in_progress_only() {
     assert_eq!(rx.count(), wave);
 }
 
+#[test]
+fn the_delivery_worker_sends_a_retry_when_it_comes_due_not_at_its_next_interval() {
+    let rx = Receiver::start();
+    rx.push(Reply::status(500));
+    let env = real(|c| c.retry_schedule = vec![Duration::from_millis(400)]);
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    let svc = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("service"));
+    // An interval far longer than the wait: the retry must not wait for the next tick.
+    let mut worker = svc.start_delivery_worker(Duration::from_secs(120), 100).expect("worker");
+    let requests = rx.wait_for(2, Duration::from_secs(30));
+    worker.stop();
+    assert_eq!(requests.len(), 2, "the retry went out when it came due");
+    let gap = requests[1].at - requests[0].at;
+    // Scheduled 400 ms ± 20 % after the failed attempt ended.
+    assert!(gap >= Duration::from_millis(300) && gap < Duration::from_secs(10), "{gap:?}");
+    assert_eq!(env.delivery(&event).state, DeliveryState::Delivered);
+}
+
 // ----- Secret rotation -----
 
 #[test]

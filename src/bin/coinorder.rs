@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 
 /// How often `serve` moves orders whose quote ran out.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
-/// How often `serve` looks for due webhooks and e-mails.
+/// How often `serve` looks for new webhooks and e-mails (a retry due sooner is sent when due).
 const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often `serve` copies SQLite's write-ahead log into the database file, so that
 /// requests never do it.

@@ -413,6 +413,9 @@ dispatch! {
     /// again, and anything it did outside the transaction (counting, logging, sending)
     /// would then happen twice, while the first run's lease was rolled back.
     fn claim_due(outbox: Outbox, environment: Environment, now: Timestamp, lease_until: Timestamp, lease_token: &str, limit: i64) -> Result<Vec<String>>;
+    /// When the earliest message of the outbox waiting for an attempt later than `now`
+    /// comes due, if any: how long a delivery worker may sleep without being late.
+    fn next_due_after(outbox: Outbox, environment: Environment, now: Timestamp) -> Result<Option<Timestamp>>;
     /// Records an attempt's outcome and releases the lease, if the attempt's lease token
     /// still holds it (a lease that ran out may have passed to another deliverer, whose
     /// record then stands). Returns whether it did.

@@ -108,3 +108,14 @@ pub(super) fn settled_columns(t: &Table, result: &AttemptResult<'_>) -> Result<(
         }
     })
 }
+
+/// The earliest `next_attempt_at` after `now` of the outbox's pending messages in an
+/// environment; `environment` and `now` are the backend's placeholders for them. One seek
+/// of the due index (environment, state, next_attempt_at).
+pub(super) fn next_due_sql(outbox: Outbox, environment: &str, now: &str) -> String {
+    let Table { name, state, pending, .. } = table(outbox);
+    format!(
+        "SELECT MIN(next_attempt_at) FROM {name}
+         WHERE environment = {environment} AND {state} = '{pending}' AND next_attempt_at > {now}"
+    )
+}

@@ -7,7 +7,9 @@ use crate::delivery::{Outbox, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
-use crate::storage::outbox::{finished_attempt_assignments, lease_expired, settled_columns, table, Table};
+use crate::storage::outbox::{
+    finished_attempt_assignments, lease_expired, next_due_sql, settled_columns, table, Table,
+};
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
 use crate::time::Timestamp;
@@ -80,6 +82,17 @@ impl PgConn {
             &[&state, &next.as_millis(), &result.settled.error(), &done_at, &result.id, &result.lease_token],
         )?;
         Ok(changed == 1)
+    }
+
+    pub(crate) fn next_due_after(
+        &self,
+        outbox: Outbox,
+        environment: Environment,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        self.query_one(&next_due_sql(outbox, "$1", "$2"), &[&environment.as_str(), &now.as_millis()], |row| {
+            Ok(row.opt_int(0)?.map(Timestamp))
+        })
     }
 
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {
