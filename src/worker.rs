@@ -379,12 +379,16 @@ impl Service {
     /// due; `None` when none waits (or the read failed: the worker's interval then holds).
     fn until_next_due(&self) -> Option<Duration> {
         let now = self.now();
-        let next = [Outbox::Webhooks, Outbox::Emails]
-            .into_iter()
-            .filter_map(|outbox| {
-                self.store.read(|db| db.next_due_after(outbox, self.environment(), now)).ok().flatten()
+        let due = self
+            .store
+            .read(|db| {
+                [Outbox::Webhooks, Outbox::Emails]
+                    .into_iter()
+                    .map(|outbox| db.next_due_after(outbox, self.environment(), now))
+                    .collect::<crate::Result<Vec<_>>>()
             })
-            .min()?;
+            .ok()?;
+        let next = due.into_iter().flatten().min()?;
         u64::try_from(next.as_millis() - now.as_millis()).ok().map(Duration::from_millis)
     }
 }
