@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::delivery::Settled;
 use crate::keys;
-use crate::money::to_json_number;
+use crate::money::fiat_text;
 use crate::orders::Order;
 use crate::time::Timestamp;
 
@@ -106,8 +106,13 @@ fn escape_html(text: &str) -> String {
 
 /// The payment-link e-mail for a new order.
 pub(crate) fn payment_link_email(order: &Order, recipient: &str, payment_url: &str) -> Email {
-    let what = order.title.clone().unwrap_or_else(|| format!("order {}", order.merchant_order_id));
-    let amount = format!("{} {}", to_json_number(order.amount), order.currency);
+    // A blank title names nothing; the payment page falls back the same way.
+    let what = match order.title.as_deref().map(str::trim) {
+        Some(title) if !title.is_empty() => title.to_string(),
+        _ => format!("order {}", order.merchant_order_id),
+    };
+    // As the payment page shows it: `5.00 USD`, `1,500 JPY`.
+    let amount = format!("{} {}", fiat_text(order.amount, &order.currency), order.currency);
     let subject = format!("Your payment link: {what}");
     let text_body = format!(
         "Hello,\n\nplease pay {amount} for {what} here:\n\n{payment_url}\n\n\

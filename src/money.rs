@@ -201,9 +201,44 @@ pub fn to_json_number(amount: Decimal) -> serde_json::Value {
     }
 }
 
+/// A fiat amount for people, with its currency's minor unit (`10` USD -> `10.00`) and
+/// thousands separators: the payment page and the payment-link e-mail show the same text.
+pub(crate) fn fiat_text(amount: Decimal, currency: &str) -> String {
+    let mut amount = amount;
+    if let Ok(minor) = fiat_minor_units("currency", currency) {
+        if amount.scale() < minor {
+            amount.rescale(minor);
+        }
+    }
+    let text = amount.to_string();
+    let (sign, digits) = text.strip_prefix('-').map_or(("", text.as_str()), |rest| ("-", rest));
+    let (whole, fraction) = digits.split_once('.').map_or((digits, ""), |(w, f)| (w, f));
+    let mut grouped = String::with_capacity(whole.len() + whole.len() / 3);
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    if fraction.is_empty() {
+        format!("{sign}{grouped}")
+    } else {
+        format!("{sign}{grouped}.{fraction}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fiat_amounts_use_the_minor_unit_and_group_thousands() {
+        assert_eq!(fiat_text(Decimal::new(10, 0), "USD"), "10.00");
+        assert_eq!(fiat_text(Decimal::new(123_456_789, 1), "USD"), "12,345,678.90");
+        assert_eq!(fiat_text(Decimal::new(1500, 0), "JPY"), "1,500");
+        assert_eq!(fiat_text(Decimal::new(1, 3), "KWD"), "0.001");
+        assert_eq!(fiat_text(Decimal::new(100, 0), "USD"), "100.00");
+    }
 
     #[test]
     fn max_amount_is_one_trillion() {

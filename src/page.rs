@@ -3,8 +3,9 @@
 //! The page is one self-contained HTML document: inline CSS and script, the QR code as
 //! inline SVG rendered here, no external assets (it works offline and under a strict
 //! content security policy). Everything is rendered server-side from the same public
-//! fields `/pay/status` returns, so the page reads correctly without JavaScript; the
-//! script adds the live countdown, polls `/pay/status`, drives the buttons and follows
+//! fields `/pay/status` returns, so the page reads correctly without JavaScript, and its
+//! buttons are then plain forms (answered by a redirect back to the page); the script
+//! adds the live countdown, polls `/pay/status`, drives the buttons and follows
 //! `redirect_url` once the order is PAID or CANCELLED.
 
 use chrono::{DateTime, Datelike, Timelike};
@@ -17,7 +18,7 @@ use crate::addresses::payment_uri_for;
 use crate::environment::Environment;
 use crate::error::Error;
 use crate::lifecycle::EventType;
-use crate::money::to_json_number;
+use crate::money::{fiat_text, to_json_number};
 use crate::orders::{callback_redirect_url, Invoice, Order, OrderWithInvoice};
 use crate::payments::{Payment, PaymentState};
 use crate::service::Service;
@@ -276,32 +277,6 @@ fn status_text(status: OrderStatus) -> (&'static str, &'static str) {
         .map_or(("", ""), |(_, badge, detail)| (*badge, *detail))
 }
 
-/// Shows a fiat amount with its currency's minor unit (`10` USD -> `10.00`) and thousands
-/// separators.
-fn fiat_text(amount: Decimal, currency: &str) -> String {
-    let mut amount = amount;
-    if let Ok(minor) = crate::money::fiat_minor_units("currency", currency) {
-        if amount.scale() < minor {
-            amount.rescale(minor);
-        }
-    }
-    let text = amount.to_string();
-    let (sign, digits) = text.strip_prefix('-').map_or(("", text.as_str()), |rest| ("-", rest));
-    let (whole, fraction) = digits.split_once('.').map_or((digits, ""), |(w, f)| (w, f));
-    let mut grouped = String::with_capacity(whole.len() + whole.len() / 3);
-    for (i, c) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    if fraction.is_empty() {
-        format!("{sign}{grouped}")
-    } else {
-        format!("{sign}{grouped}.{fraction}")
-    }
-}
-
 /// `mm:ss` (or `h:mm:ss`) left until `expired_at_ms`.
 fn countdown_text(left_ms: i64) -> String {
     let seconds = left_ms.max(0) / 1000;
@@ -381,7 +356,11 @@ fn receipt_html(receipt: Option<&Receipt>) -> String {
 }
 
 /// The payment page for an order.
-pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
+///
+/// `base` is the path the page was asked for at (`/pay`, or the path of the configured
+/// `payment_page_url`): without JavaScript, its buttons are forms posting to `base`'s
+/// `/cancel` and `/simulate`, which answer with a redirect back to `base`.
+pub fn payment_page(service: &Service, current: &OrderWithInvoice, base: &str) -> String {
     let (order, invoice) = (&current.order, &current.invoice);
     let facts = Facts::of(service, current);
     let status = order.status;
@@ -463,7 +442,7 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
         "<div class=\"field\"><span class=\"label\" id=\"amount-label\">{label}</span>\
          <div class=\"value-row\"><span class=\"amount\"><span id=\"crypto-amount\" data-testid=\"crypto-amount\">{due}</span> \
          <span id=\"pay-currency\" data-testid=\"pay-currency\" class=\"coin\">{coin}</span></span>\
-         <button type=\"button\" class=\"copy\" id=\"copy-amount\" data-testid=\"copy-amount\" data-copy=\"{due}\" \
+         <button type=\"button\" class=\"copy needs-script\" id=\"copy-amount\" data-testid=\"copy-amount\" data-copy=\"{due}\" \
          aria-label=\"Copy the amount\">Copy</button></div>\
          <span class=\"sub\" id=\"amount-sub\">{sub}</span></div>",
         label = if partly { "Amount still due" } else { "Amount to send" },
@@ -494,7 +473,7 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
         body.push_str(&format!(
             "<div class=\"field\"><span class=\"label\">Send {coin} to this address</span>\
              <div class=\"address-box\"><code id=\"address\" data-testid=\"address\">{address}</code>\
-             <button type=\"button\" class=\"copy\" id=\"copy-address\" data-testid=\"copy-address\" data-copy=\"{address}\" \
+             <button type=\"button\" class=\"copy needs-script\" id=\"copy-address\" data-testid=\"copy-address\" data-copy=\"{address}\" \
              aria-label=\"Copy the address\">Copy</button></div></div>",
             coin = escape_html(&invoice.currency),
             address = escape_html(&invoice.address),
@@ -566,7 +545,10 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
         "<p class=\"redirect-note\" id=\"redirect-note\" data-testid=\"redirect-note\" role=\"status\" hidden>\
          Returning you to the merchant\u{2026}</p>",
     );
-    match &facts.return_url {
+    // A cancelled order's way back is its redirect, which the script follows at once;
+    // without a script the customer follows this link.
+    let cancelled_back = (status == OrderStatus::Cancelled).then(|| callback_redirect_url(order)).flatten();
+    match facts.return_url.as_ref().or(cancelled_back.as_ref()) {
         Some(url) => body.push_str(&format!(
             "<a class=\"btn primary shop-link\" id=\"back-to-shop\" data-testid=\"back-to-shop\" href=\"{}\">Back to the shop</a>",
             escape_html(url)
@@ -583,7 +565,7 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
          <p class=\"offline\" id=\"offline\" data-testid=\"offline\" hidden>Connection lost \u{2014} retrying\u{2026}</p>",
     );
     body.push_str(&format!(
-        "<div class=\"actions\" id=\"actions\">\
+        "<div class=\"actions needs-script\" id=\"actions\">\
          <button type=\"button\" class=\"btn primary\" id=\"simulate-pay\" data-testid=\"simulate-pay\"{sim}>Simulate payment</button>\
          <button type=\"button\" class=\"btn secondary\" id=\"cancel\" data-testid=\"cancel\" aria-haspopup=\"dialog\" \
          aria-expanded=\"false\" aria-controls=\"cancel-confirm\"{cancel}>Cancel</button>\
@@ -602,6 +584,12 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
          <button type=\"button\" class=\"btn secondary\" id=\"cancel-no\" data-testid=\"cancel-no\">Keep paying</button>\
          </div></div>",
     );
+    body.push_str(&script_free_actions(
+        base,
+        &order.order_id,
+        sandbox && matches!(status, OrderStatus::New | OrderStatus::Pending) && !all_sent,
+        status == OrderStatus::New,
+    ));
     body.push_str(&format!(
         "<footer class=\"foot\"><span>Order</span> <code id=\"order-id\" data-testid=\"order-id\">{}</code></footer>",
         escape_html(&order.order_id)
@@ -620,6 +608,41 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice) -> String {
 
     let head_title = format!("{title} \u{2014} {crypto} {}", invoice.currency);
     document(&head_title, &body)
+}
+
+/// The page's buttons for a browser without JavaScript: plain forms, so a customer can
+/// still pay in the sandbox and cancel (behind a `<details>` that asks first, as the
+/// scripted dialog does). Each posts to `base` and is answered by a redirect back to the
+/// page, which then shows the outcome; the scripted buttons are hidden in that case
+/// (`.needs-script`).
+fn script_free_actions(base: &str, order_id: &str, can_simulate: bool, can_cancel: bool) -> String {
+    if !can_simulate && !can_cancel {
+        return String::new();
+    }
+    let query: String = url::form_urlencoded::Serializer::new(String::new()).append_pair("id", order_id).finish();
+    let mut html = String::from("<noscript>");
+    if can_simulate {
+        html.push_str(&format!(
+            "<div class=\"actions\"><form method=\"post\" action=\"{}\">\
+             <button type=\"submit\" class=\"btn primary\" data-testid=\"simulate-pay-form\">Simulate payment</button>\
+             </form></div>",
+            escape_html(&format!("{base}/simulate?{query}")),
+        ));
+    }
+    if can_cancel {
+        html.push_str(&format!(
+            "<details class=\"confirm script-free\" data-testid=\"cancel-form\">\
+             <summary class=\"confirm-title\" data-testid=\"cancel-form-open\">Cancel this payment</summary>\
+             <p class=\"confirm-text\">Only cancel if you have not sent any coins. \
+             The order is closed and cannot be paid afterwards.</p>\
+             <form method=\"post\" action=\"{}\">\
+             <button type=\"submit\" class=\"btn danger\" data-testid=\"cancel-form-yes\">Yes, cancel payment</button>\
+             </form></details>",
+            escape_html(&format!("{base}/cancel?{query}")),
+        ));
+    }
+    html.push_str("</noscript>");
+    html
 }
 
 /// The page shown for an unknown order id.
@@ -654,16 +677,17 @@ fn message_page(heading: &str, text: &str, testid: &str) -> String {
 }
 
 /// The HTML document around a page body: inline style, strict CSP (nothing loads from
-/// anywhere; the script may only call back to this server).
+/// anywhere; the script may only call back to this server, and forms only post to it).
 fn document(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"color-scheme\" content=\"light dark\">\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; \
-         script-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'\">\
+         script-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'self'\">\
          <meta name=\"referrer\" content=\"no-referrer\"><meta name=\"robots\" content=\"noindex\">\
-         <title>{}</title><style>{PAGE_STYLE}</style></head><body>{body}</body></html>\n",
+         <title>{}</title><style>{PAGE_STYLE}</style>\
+         <noscript><style>.needs-script{{display:none!important}}</style></noscript></head><body>{body}</body></html>\n",
         escape_html(title)
     )
 }
@@ -784,6 +808,9 @@ border:1px solid transparent;transition:background .15s,opacity .15s}
 .confirm-title{margin:0;font-weight:700;font-size:17px}
 .confirm-text{margin:4px 0 14px;color:var(--muted);font-size:15px}
 .confirm-actions{display:flex;gap:12px;flex-wrap:wrap}
+.actions form{display:flex;flex:1}
+.script-free summary{cursor:pointer}
+.script-free form{display:flex}
 a:focus-visible,button:focus-visible{outline:3px solid var(--focus);outline-offset:2px}
 .address-box .copy:focus-visible{outline-offset:-5px}
 .foot{display:flex;gap:8px;align-items:baseline;padding:14px 32px;border-top:1px solid var(--line);background:var(--soft);
@@ -1110,15 +1137,6 @@ mod tests {
         assert!(!text.contains('<') && !text.contains('>') && !text.contains('&'), "{text}");
         let back: Value = serde_json::from_str(&text).expect("still JSON");
         assert_eq!(back["title"], "</script><!-- & -->");
-    }
-
-    #[test]
-    fn fiat_amounts_use_the_minor_unit_and_group_thousands() {
-        assert_eq!(fiat_text(Decimal::new(10, 0), "USD"), "10.00");
-        assert_eq!(fiat_text(Decimal::new(123_456_789, 1), "USD"), "12,345,678.90");
-        assert_eq!(fiat_text(Decimal::new(1500, 0), "JPY"), "1,500");
-        assert_eq!(fiat_text(Decimal::new(1, 3), "KWD"), "0.001");
-        assert_eq!(fiat_text(Decimal::new(100, 0), "USD"), "100.00");
     }
 
     #[test]

@@ -161,8 +161,9 @@ enum Route<'a> {
     ListOrders,
     GetOrder(&'a str),
     Simulate(&'a str),
-    /// The hosted payment page and its key-less endpoints (`/pay...`).
-    Page(PageRoute),
+    /// The hosted payment page and its key-less endpoints (`/pay...`), below the page's
+    /// path as it matched.
+    Page(PageRoute, &'a str),
 }
 
 /// The payment page's own routes; the order id travels in the `id` query parameter.
@@ -187,9 +188,11 @@ fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
 
 fn route<'a>(method: &str, path: &'a str, page_path: Option<&str>) -> Option<Route<'a>> {
     let path = path.strip_suffix('/').unwrap_or(path);
-    let page = page_route(method, path, DEFAULT_PAGE_PATH).or_else(|| page_route(method, path, page_path?));
-    if let Some(page) = page {
-        return Some(Route::Page(page));
+    for base in [Some(DEFAULT_PAGE_PATH), page_path].into_iter().flatten() {
+        if let Some(page) = page_route(method, path, base) {
+            // The path as asked for begins with `base`.
+            return Some(Route::Page(page, &path[..base.len()]));
+        }
     }
     match (method, path) {
         ("POST", "/v1/orders") => Some(Route::CreateOrder),
@@ -231,8 +234,11 @@ impl Service {
         };
         let method = request.method.to_ascii_uppercase();
         let route = route(&method, path, self.page_path.as_deref()).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
-        if let Route::Page(page_route) = route {
-            return Ok(self.handle_page(page_route, query));
+        if let Route::Page(page_route, base) = route {
+            let form = request.header_value("content-type").is_some_and(|value| {
+                value.trim_start().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded")
+            });
+            return Ok(self.handle_page(page_route, query, base, form));
         }
         if matches!(route, Route::Simulate(_)) && self.environment() != crate::Environment::Sandbox {
             // Simulation does not exist on a live service, not even as a refusal.
@@ -264,7 +270,7 @@ impl Service {
                 let action = parse_simulate(&request.body)?;
                 Ok(order_response(&self.simulate(order_id, &action)?.order))
             }
-            Route::Page(_) | Route::GetOrder(_) | Route::ListOrders | Route::CreateOrder => {
+            Route::Page(..) | Route::GetOrder(_) | Route::ListOrders | Route::CreateOrder => {
                 Err(Error::new(ErrorKind::NotFound))
             }
         }
@@ -278,8 +284,10 @@ fn order_response(order: &crate::OrderWithInvoice) -> WireResponse {
 
 impl Service {
     /// The payment page routes: no API key (the unguessable order id is the capability),
-    /// and only public fields leave.
-    fn handle_page(&self, page_route: PageRoute, query: &str) -> WireResponse {
+    /// and only public fields leave. `base` is the page's path as asked for; `form` is
+    /// true for a form the page posted without JavaScript, answered by a redirect back to
+    /// the page (303 See Other), which shows the outcome, rather than by JSON.
+    fn handle_page(&self, page_route: PageRoute, query: &str, base: &str, form: bool) -> WireResponse {
         let order_id = url::form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == "id")
             .map(|(_, value)| value.into_owned())
@@ -287,7 +295,7 @@ impl Service {
         let outcome = match page_route {
             PageRoute::Html => {
                 return match self.order(&order_id) {
-                    Ok(order) => html_response(200, page::payment_page(self, &order)),
+                    Ok(order) => html_response(200, page::payment_page(self, &order, base)),
                     Err(error) if !error.is_internal() => html_response(404, page::not_found_page()),
                     Err(error) => html_response(500, page::error_page(&error)),
                 }
@@ -296,11 +304,32 @@ impl Service {
             PageRoute::Cancel => self.customer_cancel(&order_id),
             PageRoute::Simulate => self.customer_simulate_payment(&order_id),
         };
+        if form {
+            return match outcome {
+                // A refused step (the order was paid or expired meanwhile) is shown by the
+                // page itself, in the state the order is in now.
+                Ok(_) => see_page(base, &order_id),
+                Err(error) if error.is_internal() => html_response(500, page::error_page(&error)),
+                Err(error) if matches!(error.kind(), ErrorKind::OrderNotFound) => {
+                    html_response(404, page::not_found_page())
+                }
+                Err(_) => see_page(base, &order_id),
+            };
+        }
         match outcome {
             Ok(order) => WireResponse::json_body(200, page::public_status(self, &order).to_string()),
             Err(error) => WireResponse::from_error(&error),
         }
     }
+}
+
+/// `303 See Other` to the payment page of `order_id` at `base`: a form's answer, so that
+/// reloading the page does not post the form again.
+fn see_page(base: &str, order_id: &str) -> WireResponse {
+    let query: String = url::form_urlencoded::Serializer::new(String::new()).append_pair("id", order_id).finish();
+    let mut response = WireResponse::with_content_type(303, "text/plain; charset=utf-8", Vec::new());
+    response.headers.push(("location".to_string(), format!("{base}?{query}")));
+    response
 }
 
 fn html_response(status: u16, html: String) -> WireResponse {
@@ -427,10 +456,19 @@ fn string_field(fields: &Members, name: &str) -> Result<Option<String>> {
     }
 }
 
-/// Parses Get Orders' query string (`status`, `limit`, `offset`).
+/// Parses Get Orders' query string (`status`, `limit`, `offset`). Each may come once: a
+/// second one is refused, as a body member sent twice is, rather than one silently winning.
+/// Other parameters are ignored.
 pub fn parse_list_query(query: &str) -> Result<ListOrders> {
     let mut list = ListOrders { status: None, limit: LIST_DEFAULT_LIMIT, offset: 0 };
+    let mut seen = [false; 3];
     for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        const NAMES: [&str; 3] = ["status", "limit", "offset"];
+        if let Some(slot) = NAMES.iter().position(|known| *known == name) {
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(Error::invalid(NAMES[slot], "sent more than once"));
+            }
+        }
         match name.as_ref() {
             "status" => {
                 let status = OrderStatus::parse(&value).ok_or_else(|| {

@@ -182,6 +182,26 @@ fn offset_rules() {
 }
 
 #[test]
+fn a_parameter_sent_twice_is_refused_not_one_of_them_taken() {
+    let h = harness();
+    create_spaced(&h, 3);
+    for (query, field) in [
+        ("limit=1&limit=2", "limit"),
+        ("offset=0&offset=1", "offset"),
+        ("status=NEW&status=PAID", "status"),
+        ("status=NEW&limit=2&status=NEW", "status"),
+    ] {
+        let resp = h.get(&format!("/v1/orders?{query}"));
+        assert_eq!(resp.status, 400, "{query}: {}", text(&resp));
+        assert_invalid(&resp, field);
+        assert_eq!(resp.json()["error"], format!("{field}: sent more than once"), "{query}");
+    }
+    // Unknown parameters stay ignored, however often they come.
+    let (_, orders) = page(&h, "?utm=a&utm=b&limit=2");
+    assert_eq!(orders.len(), 2);
+}
+
+#[test]
 fn status_filter() {
     let h = harness();
     let created = create_spaced(&h, 3);

@@ -79,9 +79,26 @@ fn assert_payment_link_message(message: &Value, payment_url: &str) {
     assert!(subject.to_lowercase().contains("payment") && subject.contains("Blue mug"), "subject {subject:?}");
     let text = message["text"].as_str().expect("a text/plain part");
     assert!(text.contains(payment_url), "text part lacks {payment_url}: {text}");
-    assert!(text.contains("12.5 USD"), "text part names the amount: {text}");
+    assert!(text.contains("12.50 USD"), "text part names the amount as the page shows it: {text}");
     let html = message["html"].as_str().expect("a text/html part");
     assert!(html.contains(&format!("href=\"{payment_url}\"")), "html part lacks a link to {payment_url}: {html}");
+}
+
+#[test]
+fn a_blank_title_is_not_the_subject_of_the_e_mail() {
+    let h = harness(None);
+    for (n, title) in [json!(""), json!("   "), Value::Null].into_iter().enumerate() {
+        let merchant_order_id = format!("blank-{n}");
+        let mut body = order_body(&merchant_order_id);
+        body["title"] = title.clone();
+        body["amount"] = json!(1500);
+        let (order_id, _) = create(&h, &body);
+        let email = &h.svc.emails(Some(&order_id), 10).expect("emails")[0];
+        let named = format!("order {merchant_order_id}");
+        assert_eq!(email.subject, format!("Your payment link: {named}"), "title {title}");
+        assert!(email.text_body.contains(&format!("please pay 1,500.00 USD for {named} here")), "{}", email.text_body);
+        assert!(email.html_body.contains(&format!("for {named}.")), "{}", email.html_body);
+    }
 }
 
 #[test]

@@ -49,12 +49,12 @@ const CALLBACK: &str = "https://shop.example/return?ref=A-7";
 const WEBHOOK: &str = "https://merchant.example/hooks/very-private-path";
 const EMAIL: &str = "buyer.private@example.org";
 
-fn page(h: &Harness, order_id: &str) -> WireResponse {
-    h.svc.handle(&WireRequest::new("GET", &format!("/pay?id={order_id}")))
+fn html(h: &Harness, order_id: &str) -> String {
+    html_at(h, &format!("/pay?id={order_id}"))
 }
 
-fn html(h: &Harness, order_id: &str) -> String {
-    let resp = page(h, order_id);
+fn html_at(h: &Harness, path: &str) -> String {
+    let resp = h.svc.handle(&WireRequest::new("GET", path));
     assert_eq!(resp.status, 200, "{}", text(&resp));
     assert_eq!(header(&resp, "content-type"), Some("text/html; charset=utf-8"));
     assert_eq!(header(&resp, "cache-control"), Some("no-store"));
@@ -169,7 +169,10 @@ fn the_page_loads_nothing_from_anywhere() {
         assert!(body[at + 6..].starts_with("ethereum:"), "link {}", &body[at..at + 40]);
     }
     assert!(body.contains("Content-Security-Policy") && body.contains("default-src 'none'"));
-    assert_eq!(body.matches("<style>").count(), 1);
+    // The page's style, and the one rule that hides the scripted buttons without a script.
+    assert_eq!(body.matches("<style>").count(), 2);
+    assert!(body.contains("<noscript><style>.needs-script{display:none!important}</style></noscript></head>"));
+    assert!(body.contains("form-action 'self'"), "forms may post to this server only");
     assert_eq!(body.matches("<script").count(), 3, "two JSON islands and the inline script");
 }
 
@@ -270,6 +273,74 @@ fn cancel_from_the_page_redirects_with_cancelled_and_only_once() {
     let page = html(&h, &id);
     assert_eq!(text_of(&page, "result-title"), "Cancelled");
     assert!(is_hidden(&page, "cancel") && is_hidden(&page, "simulate-pay"));
+}
+
+/// A form the page posts without JavaScript (`application/x-www-form-urlencoded`, empty).
+fn post_form(h: &Harness, path: &str) -> WireResponse {
+    h.svc.handle(
+        &WireRequest::new("POST", path).header("Content-Type", "application/x-www-form-urlencoded").body(Vec::new()),
+    )
+}
+
+/// The `<noscript>` part of the page (empty when it has none).
+fn script_free_part(html: &str) -> &str {
+    match html.find("<noscript><div class=\"actions\">").or_else(|| html.find("<noscript><details")) {
+        Some(from) => &html[from..from + html[from..].find("</noscript>").expect("noscript end")],
+        None => "",
+    }
+}
+
+#[test]
+fn without_javascript_the_page_cancels_by_a_form_and_shows_the_outcome() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 25, "callback_url": CALLBACK}));
+    let page = html(&h, &id);
+    assert!(tag(&page, "actions").contains("class=\"actions needs-script\""), "{}", tag(&page, "actions"));
+    let forms = script_free_part(&page);
+    assert!(forms.contains(&format!("<form method=\"post\" action=\"/pay/cancel?id={id}\">")), "{forms}");
+    assert!(forms.contains(&format!("<form method=\"post\" action=\"/pay/simulate?id={id}\">")), "{forms}");
+    assert!(forms.contains("<details") && forms.contains("Yes, cancel payment"), "Cancel asks first: {forms}");
+
+    let resp = post_form(&h, &format!("/pay/cancel?id={id}"));
+    assert_eq!(resp.status, 303, "{}", text(&resp));
+    assert_eq!(header(&resp, "location"), Some(format!("/pay?id={id}").as_str()));
+    assert_eq!(header(&resp, "cache-control"), Some("no-store"));
+    assert_eq!(h.get(&format!("/v1/orders/{id}")).json()["order"]["status"], "CANCELLED");
+
+    // The page it leads to shows the outcome and the way back, and no buttons.
+    let page = html(&h, &id);
+    assert_eq!(text_of(&page, "result-title"), "Cancelled");
+    let back = tag(&page, "back-to-shop");
+    assert!(back.contains("href=\"https://shop.example/return?ref=A-7&amp;order_id="), "{back}");
+    assert_eq!(script_free_part(&page), "", "no forms on a cancelled order");
+
+    // A second post (a reload, a second tab) changes nothing and leads to the same page.
+    let again = post_form(&h, &format!("/pay/cancel?id={id}"));
+    assert_eq!((again.status, header(&again, "location")), (303, Some(format!("/pay?id={id}").as_str())));
+    let unknown = post_form(&h, "/pay/cancel?id=00000000-0000-7000-8000-000000000000");
+    assert_eq!((unknown.status, header(&unknown, "content-type")), (404, Some("text/html; charset=utf-8")));
+}
+
+#[test]
+fn without_javascript_a_sandbox_payment_is_a_form_too_at_the_configured_page_path() {
+    let h = harness_with(Environment::Sandbox, |config| {
+        config.payment_page_url = "https://pay.shop.example/checkout".into();
+    });
+    let id = create(&h, json!({"currency": "USD", "amount": 10}));
+    let page = html_at(&h, &format!("/checkout?id={id}"));
+    let forms = script_free_part(&page);
+    assert!(forms.contains(&format!("action=\"/checkout/simulate?id={id}\"")), "{forms}");
+    assert!(forms.contains(&format!("action=\"/checkout/cancel?id={id}\"")), "{forms}");
+
+    let resp = post_form(&h, &format!("/checkout/simulate?id={id}"));
+    assert_eq!((resp.status, header(&resp, "location")), (303, Some(format!("/checkout?id={id}").as_str())));
+    assert_eq!(h.get(&format!("/v1/orders/{id}")).json()["order"]["status"], "PAID");
+    assert_eq!(script_free_part(&html(&h, &id)), "", "no forms on a paid order");
+    // The page's own script still gets JSON from the same routes.
+    let id = create(&h, json!({"currency": "USD", "amount": 10}));
+    let json = post(&h, &format!("/checkout/cancel?id={id}"));
+    assert_eq!(json.status, 200);
+    assert_eq!(json.json()["status"], "CANCELLED");
 }
 
 #[test]

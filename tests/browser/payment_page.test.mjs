@@ -10,7 +10,9 @@
 //      and is paid in full;
 //   5. an unconfirmed payment shows the wait; the confirmation, made elsewhere, is picked up
 //      by the page's polling, which then redirects to the callback_url with status=PAID;
-//   6. an unknown order id gets the styled 404 page.
+//   6. an unknown order id gets the styled 404 page;
+//   7. without JavaScript, Cancel is a form behind a "details" that asks first; its answer
+//      (303 to the page) shows "Cancelled" and the link back to the shop.
 // trust.test.mjs covers networks, the QR code of what is due, receipts, the Cancel
 // confirmation, focus, motion and colour preferences, expired orders and axe-core.
 // Screenshots go to test-output/ (gitignored); docs/payment-page.png is written once
@@ -168,6 +170,7 @@ test("without a callback_url the page shows the result itself (phone viewport)",
   assert.equal(await page.getByTestId("status").getAttribute("data-status"), "PAID");
   assert.equal(await page.getByTestId("pay-panel").isVisible(), false);
   assert.equal(await page.getByTestId("simulate-pay").isVisible(), false);
+  assert.equal(await page.getByTestId("copy-address").isVisible(), false, "copying needs the script");
   assert.equal(await page.getByTestId("cancel").isVisible(), false);
   assert.equal(new URL(page.url()).pathname, "/pay", "no redirect without a callback_url");
   saveShot(await page.screenshot({ fullPage: true }), "payment-page-paid-mobile.png");
@@ -265,5 +268,44 @@ test("an unknown order id gets the styled not-found page", { timeout: TEST_MS },
   await page.getByTestId("not-found").waitFor({ state: "visible" });
   assert.match(await page.locator("h1").innerText(), /Payment not found/);
   saveShot(await page.screenshot({ fullPage: true }), "payment-page-not-found-mobile.png");
+  await page.close();
+});
+
+test("without JavaScript, Cancel is a form that asks first and leads back to the shop", { timeout: TEST_MS }, async () => {
+  ready();
+  const order = await createOrder({ amount: 14, title: "No-script shop", callback_url: `${state.merchant}/shop/back` });
+  const { page, foreign, errors } = await newPage({ width: 390, height: 844 });
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Emulation.setScriptExecutionDisabled", { value: true });
+  const violations = [];
+  page.on("console", (message) => {
+    if (/Content Security Policy/i.test(message.text())) violations.push(message.text());
+  });
+  await page.goto(order.url);
+  // The scripted buttons would do nothing: the forms stand in for them.
+  assert.equal(await page.getByTestId("cancel").isVisible(), false);
+  assert.equal(await page.getByTestId("simulate-pay").isVisible(), false);
+  assert.equal(await page.getByTestId("simulate-pay-form").isVisible(), true);
+  assert.equal(await page.getByTestId("cancel-form-yes").isVisible(), false, "asks before it cancels");
+  await page.getByTestId("cancel-form-open").click();
+  await page.getByTestId("cancel-form-yes").waitFor({ state: "visible" });
+  saveShot(await page.screenshot({ fullPage: true }), "payment-page-noscript-cancel-mobile.png");
+  await Promise.all([
+    page.waitForURL((url) => url.pathname === "/pay" && url.searchParams.get("id") === order.id, { timeout: STEP_MS }),
+    page.getByTestId("cancel-form-yes").click(),
+  ]);
+  assert.equal(await page.getByTestId("result-title").innerText(), "Cancelled");
+  assert.equal(await page.getByTestId("cancel-form-open").count(), 0, "no form on a cancelled order");
+  const back = new URL(await page.getByTestId("back-to-shop").getAttribute("href"));
+  assert.equal(back.searchParams.get("status"), "CANCELLED");
+  assert.equal(back.searchParams.get("order_id"), order.id);
+  assert.equal((await getOrder(order.id)).order.status, "CANCELLED");
+  await Promise.all([
+    page.waitForURL((url) => url.href.startsWith(`${state.merchant}/shop/back`), { timeout: STEP_MS }),
+    page.getByTestId("back-to-shop").click(),
+  ]);
+  assert.deepEqual(violations, []);
+  assert.deepEqual(foreign, []);
+  assert.deepEqual(errors, []);
   await page.close();
 });
