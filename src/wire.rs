@@ -244,6 +244,11 @@ impl Service {
             // Simulation does not exist on a live service, not even as a refusal.
             return Err(Error::new(ErrorKind::NotFound));
         }
+        if request.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("x-api-key")).nth(1).is_some() {
+            // Two keys: which one is meant is anyone's guess, and guessing could pick the
+            // one a proxy did not check. Refused here, so every host's server does so.
+            return Err(Error::invalid("x-api-key", "sent more than once"));
+        }
         let api_key = request.header_value("x-api-key");
         // Reads authenticate and read in one snapshot (one transaction per request).
         match route {

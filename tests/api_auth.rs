@@ -53,6 +53,19 @@ fn header_name_is_case_insensitive() {
 }
 
 #[test]
+fn two_keys_in_one_request_are_refused_whichever_comes_first() {
+    let h = harness();
+    let other = "test_0000000000000000000000000000000000000000";
+    for (first, second) in [(h.key.as_str(), other), (other, h.key.as_str()), (h.key.as_str(), h.key.as_str())] {
+        let req = WireRequest::new("GET", "/v1/orders").header("x-api-key", first).header("X-Api-Key", second);
+        let resp = h.svc.handle(&req);
+        assert_eq!(resp.status, 400, "{}", text(&resp));
+        assert_eq!(resp.json()["error_code"], "PARAMETERS_MISSING");
+        assert_eq!(resp.json()["error"], "x-api-key: sent more than once");
+    }
+}
+
+#[test]
 fn unknown_malformed_or_other_environment_keys_are_401() {
     let h = harness();
     let (live_key, _) = h.new_key(h.user_id, Environment::Live);

@@ -482,11 +482,6 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
         let rule = format!("at most {} bytes", limits.max_header_bytes);
         return Answer::Close(WireResponse::from_error(&Error::invalid("request head", rule)));
     }
-    if request.headers().get_all("x-api-key").iter().nth(1).is_some() {
-        // Two keys: which one is meant is anyone's guess, and guessing could pick the
-        // one a proxy did not check.
-        return Answer::Close(WireResponse::from_error(&Error::invalid("x-api-key", "sent more than once")));
-    }
     let declared = request.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
     if declared.and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > limits.max_body_bytes as u64) {
         return Answer::Close(too_large());
