@@ -81,8 +81,10 @@ pub struct Payment {
     pub currency: String,
     /// Unconfirmed, confirmed or rejected.
     pub state: PaymentState,
-    /// True when first seen while the quote was open: only such payments pay the invoice
-    /// automatically. A payment first seen later is `order.paid_late`.
+    /// True when first seen while the quote was open and the order not yet finished: only
+    /// such payments pay the invoice automatically. A payment first seen later is
+    /// `order.paid_late`, but on a PAID order, where it is excess (shown in
+    /// `receive_amount`, no event: nothing changes state).
     pub counts: bool,
     /// When it was first recorded.
     pub seen_at: Timestamp,

@@ -539,8 +539,9 @@ enum PaymentsCommand {
         txid: String,
     },
     /// List an order's payments, oldest first: txid, amount, currency, state
-    /// (unconfirmed, confirmed, rejected), whether it counts toward the invoice (seen
-    /// before the quote expired), when it was seen and settled.
+    /// (unconfirmed, confirmed, rejected), whether it counts toward the invoice (first
+    /// seen while the quote was open and the order not yet finished), when it was seen and
+    /// settled.
     List {
         /// The order's id (`order_id`).
         order_id: String,
