@@ -141,7 +141,7 @@ impl DeliveryReport {
 /// engine because the storage module exports only what `storage/mod.rs` re-exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outbox {
-    /// Webhooks on the event outbox, leased a wave at a time.
+    /// Webhooks on the event outbox, leased as senders come free.
     Webhooks,
     /// Payment-link e-mails, leased one at a time.
     Emails,
@@ -154,8 +154,8 @@ impl Outbox {
     /// would let another deliverer send it too.
     pub(crate) fn lease_ms(self, timeout: Duration) -> i64 {
         let timeouts = match self {
-            // A sender works through its WAVE_ROUNDS events of the wave one by one.
-            Outbox::Webhooks => WAVE_ROUNDS as i64,
+            // An event is leased only for a sender free to send it at once.
+            Outbox::Webhooks => 1,
             // An SMTP exchange is several round trips (connect, greeting, EHLO, STARTTLS,
             // AUTH, MAIL, RCPT, DATA), each with its own timeout.
             Outbox::Emails => 10,
@@ -204,9 +204,6 @@ impl Settled {
 
 /// What one attempt produced: its outcome and, when a request was made, its log entry.
 pub(crate) type Attempted = (Outcome, Option<WebhookAttempt>);
-
-/// Sending rounds per leased wave: each wave holds this many events per sender.
-pub const WAVE_ROUNDS: usize = 8;
 
 /// Builds the agent webhooks are sent with: keep-alive (an idle connection kept for
 /// every concurrent sender), no redirects, a timeout. With `public_only`, every address

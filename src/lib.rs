@@ -70,7 +70,7 @@ pub use config::{
     BitcoinWatch, Clock, Config, EthereumWatch, ManualClock, Observer, RateLimit, SmtpConfig, SqliteOptions,
     SystemClock, MAX_INVOICE_TTL_SECS,
 };
-pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES, WAVE_ROUNDS};
+pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS};

@@ -320,9 +320,10 @@ fn a_second_deliverer_waits_while_an_earlier_event_of_the_order_is_in_flight() {
         assert_eq!(rx.wait_for(1, WAIT)[0].webhook_id(), pending.event_id, "event 1 is being sent");
         let meanwhile = other.deliver_due(100).expect("deliver (second service)");
         assert_eq!(meanwhile.attempted, 0, "event 2 must wait for event 1's attempt: {meanwhile:?}");
-        assert_eq!(first.join().expect("join").delivered, 1);
+        // Once event 1 is answered, the first deliverer goes on with event 2 itself.
+        assert_eq!(first.join().expect("join").delivered, 2);
     });
-    assert_eq!(other.deliver_due(100).expect("deliver").delivered, 1, "then event 2 goes");
+    assert_eq!(other.deliver_due(100).expect("deliver").attempted, 0, "nothing is left");
     let ids: Vec<String> = rx.requests().iter().map(|r| r.webhook_id().to_string()).collect();
     assert_eq!(ids, [pending.event_id, paid.event_id]);
 }
@@ -383,20 +384,62 @@ fn an_event_whose_signing_secret_cannot_be_read_is_retried_without_holding_up_th
 }
 
 #[test]
-fn stopping_the_delivery_worker_waits_for_the_wave_in_progress_only() {
+fn a_slow_receiver_holds_up_only_its_own_webhook_and_a_retry_is_timed_from_its_failure() {
+    let slow = Receiver::start();
+    slow.set_default(Reply::slow(Duration::from_secs(3), 200)); // answered before the retry is due
+    let failing = Receiver::start();
+    failing.set_default(Reply::status(500));
+    let fast = Receiver::start();
+    let env = real(|c| c.delivery_concurrency = 4);
+    let (_, slow_event) = env.paid_order(Some(&slow.url()));
+    let (_, failing_event) = env.paid_order(Some(&failing.url()));
+    let svc = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("service"));
+    let delivering = {
+        let svc = Arc::clone(&svc);
+        std::thread::spawn(move || svc.deliver_due(100).expect("deliver_due"))
+    };
+    slow.wait_for(1, WAIT);
+    failing.wait_for(1, WAIT);
+    // Written while the slow receiver is still answering: a free sender takes it meanwhile.
+    let (_, fresh_event) = env.paid_order(Some(&fast.url()));
+    fast.wait_for(1, WAIT);
+    let recorded = (0..200).find(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        env.delivery(&fresh_event).state == DeliveryState::Delivered
+    });
+    assert!(recorded.is_some(), "the fresh event is recorded as delivered");
+    let in_flight = env.delivery(&slow_event);
+    assert_eq!((in_flight.state, in_flight.attempts), (DeliveryState::Pending, 1), "the slow one is still out");
+    assert!(in_flight.log.is_empty(), "and not logged yet: {:?}", in_flight.log);
+
+    // The failure was recorded as it happened, and its retry is due 5 s ± 20 % after it,
+    // not after the slow receiver's answer.
+    let failed = env.delivery(&failing_event);
+    assert_eq!((failed.state, failed.attempts, failed.log.len()), (DeliveryState::Pending, 1, 1), "{failed:?}");
+    let after_failure = failed.next_attempt_at.0 - failed.log[0].started_at.0;
+    assert!((4_000..=6_000 + failed.log[0].latency_ms).contains(&after_failure), "retry {after_failure} ms after");
+
+    let report = delivering.join().expect("the delivering thread");
+    assert_eq!((report.attempted, report.delivered, report.retrying), (3, 2, 1), "{report:?}");
+    assert_eq!(env.delivery(&slow_event).state, DeliveryState::Delivered);
+}
+
+#[test]
+fn stopping_the_delivery_worker_waits_for_the_webhooks_in_flight_only() {
     let rx = Receiver::start();
-    rx.set_default(Reply::slow(Duration::from_millis(250), 200));
-    let env = manual(|c| c.delivery_concurrency = 1);
-    let wave = coinorder::WAVE_ROUNDS; // one sender: a wave is WAVE_ROUNDS events
-    let events: Vec<_> = (0..2 * wave).map(|_| env.paid_order(Some(&rx.url())).1).collect();
+    rx.set_default(Reply::slow(Duration::from_millis(400), 200));
+    let env = manual(|c| c.delivery_concurrency = 2);
+    let events: Vec<_> = (0..8).map(|_| env.paid_order(Some(&rx.url())).1).collect();
     let svc = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("service"));
     let mut worker = svc.start_delivery_worker(Duration::from_secs(3600), 100).expect("worker");
     rx.wait_for(1, WAIT);
-    worker.stop(); // while the first wave is being sent (it takes WAVE_ROUNDS × 250 ms)
+    worker.stop(); // while the first two are being answered (400 ms each, side by side)
     let attempted: Vec<i64> = events.iter().map(|event| env.delivery(event).attempts).collect();
-    assert_eq!(attempted.iter().filter(|a| **a == 1).count(), wave, "the first wave finished: {attempted:?}");
-    assert_eq!(attempted.iter().filter(|a| **a == 0).count(), wave, "the second was never claimed: {attempted:?}");
-    assert_eq!(rx.count(), wave);
+    let delivered = events.iter().filter(|event| env.delivery(event).state == DeliveryState::Delivered).count();
+    assert_eq!(attempted.iter().filter(|a| **a == 1).count(), 2, "one per sender was in flight: {attempted:?}");
+    assert_eq!(delivered, 2, "and recorded before the stop returned");
+    assert_eq!(attempted.iter().filter(|a| **a == 0).count(), 6, "the rest were never claimed: {attempted:?}");
+    assert_eq!(rx.count(), 2);
 }
 
 #[test]

@@ -63,7 +63,8 @@ impl Service {
                 },
                 (Err(e), Ok(_)) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
             };
-            let result = self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome);
+            let result =
+                self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome, self.now());
             self.store.write_outbox(|db| db.finish_attempt(&result))?;
             report.count(&result.settled);
         }

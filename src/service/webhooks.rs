@@ -5,9 +5,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::signature;
 use crate::storage::{AttemptResult, ClaimedEvent};
+use std::collections::VecDeque;
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::config::Clock;
 use std::time::{Duration, Instant};
@@ -28,103 +28,85 @@ impl Service {
     /// `Config::delivery_concurrency`) and records the outcome of each. Call it from a
     /// loop, a timer or the background worker.
     ///
-    /// Works in waves of [`WAVE_ROUNDS`] × `delivery_concurrency` events: each wave is
-    /// leased for as long as sending it can take (`WAVE_ROUNDS` timeouts plus 30 s), sent,
-    /// and recorded before the next is claimed, so a lease always covers the attempts it
-    /// guards, however large `limit` is.
+    /// Each sender takes the next due event as soon as it is free: events are leased only
+    /// for a sender that is free to send them at once (for one timeout plus 30 s), and
+    /// each outcome is recorded as it comes in, with its retry timed from when that
+    /// attempt ended. So one receiver that is slow to answer holds up only the sender
+    /// waiting on it, not the other events; meanwhile the free senders also pick up events
+    /// that come due. Returns once nothing is due or in flight, or `limit` were attempted.
     pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
         self.deliver_due_unless(limit, &|| false)
     }
 
-    /// [`Service::deliver_due`] that stops between waves once `stopped()` says so (the
-    /// background worker's stop).
+    /// [`Service::deliver_due`] that takes no more events once `stopped()` says so (the
+    /// background worker's stop), and returns when those in flight are recorded.
     pub(crate) fn deliver_due_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<DeliveryReport> {
-        let wave_size = self.config().delivery_concurrency.max(1) * WAVE_ROUNDS;
+        let sender = WebhookSender { http: self.http.clone(), clock: Arc::clone(&self.config().clock) };
+        // The pool's threads end when it is dropped, on every path out of here.
+        let mut pool = SenderPool::start(self.config().delivery_concurrency.clamp(1, limit.max(1)), sender);
+        let token = keys::random_id(24);
         let mut report = DeliveryReport::default();
-        while report.attempted < limit && !stopped() {
-            let wave = self.deliver_wave(wave_size.min(limit - report.attempted))?;
-            report.attempted += wave.attempted;
-            report.delivered += wave.delivered;
-            report.retrying += wave.retrying;
-            report.failed += wave.failed;
-            report.no_target += wave.no_target;
-            if wave.attempted < wave_size {
-                break;
+        let (mut claimed, mut in_flight) = (0, 0);
+        loop {
+            let free = pool.size() - in_flight;
+            if free > 0 && claimed < limit && !stopped() {
+                let jobs = self.claim_jobs(free.min(limit - claimed), &token)?;
+                claimed += jobs.len();
+                in_flight += jobs.len();
+                pool.submit(jobs, in_flight);
+            }
+            if in_flight == 0 {
+                // Nothing was due (or the limit or a stop was reached) and nothing is out.
+                return Ok(report);
+            }
+            let finished = pool.wait_finished(IN_FLIGHT_POLL);
+            in_flight -= finished.len();
+            if !finished.is_empty() {
+                self.record_attempts(&token, finished, &mut report)?;
             }
         }
-        Ok(report)
     }
 
-    /// Leases up to `size` due events, sends them `delivery_concurrency` at a time, and
-    /// records every outcome in one transaction.
-    fn deliver_wave(&self, size: usize) -> Result<DeliveryReport> {
+    /// Leases up to `size` due events (for one send each, right away) and works out where
+    /// each goes.
+    fn claim_jobs(&self, size: usize, token: &str) -> Result<Vec<Job>> {
         let now = self.now();
-        let token = keys::random_id(24);
         let lease_until = now.plus_ms(Outbox::Webhooks.lease_ms(self.config().webhook_timeout));
         let claimed = self.store.write_outbox(|db| {
-            let ids = db.claim_due(Outbox::Webhooks, self.environment(), now, lease_until, &token, size as i64)?;
+            let ids = db.claim_due(Outbox::Webhooks, self.environment(), now, lease_until, token, size as i64)?;
             ids.iter().map(|id| db.claimed_event(id)).collect::<Result<Vec<_>>>()
         })?;
-        let mut jobs = Vec::with_capacity(claimed.len());
-        for claimed in claimed {
-            // One event whose target cannot be worked out (its sealed secret unreadable, a
-            // read failing) is retried on its own schedule; it never holds up the others.
-            let target = self.webhook_target(&claimed).map_err(|e| format!("no target: {e}"));
-            jobs.push(Job { claimed, target });
-        }
+        // One event whose target cannot be worked out (its sealed secret unreadable, a
+        // read failing) is retried on its own schedule; it never holds up the others.
+        // The requests then go out outside any transaction: the lease keeps every other
+        // deliverer off these events until it runs out, which outlasts the send, and the
+        // outcomes are written only where `token` still holds the lease.
+        Ok(claimed
+            .into_iter()
+            .map(|claimed| {
+                let target = self.webhook_target(&claimed).map_err(|e| format!("no target: {e}"));
+                Job { claimed, target }
+            })
+            .collect())
+    }
 
-        // The requests go out here, outside any transaction: the lease taken above keeps
-        // every other deliverer off these events until `lease_until`, which outlasts the
-        // wave, and the outcomes below are written only where this wave's token still
-        // holds the lease.
-        let jobs = Arc::new(jobs);
-        let slots: Arc<Vec<Mutex<Option<Attempted>>>> = Arc::new(jobs.iter().map(|_| Mutex::new(None)).collect());
-        let senders = self.config().delivery_concurrency.clamp(1, jobs.len().max(1));
-        let send_next = {
-            let (jobs, slots, next) = (Arc::clone(&jobs), Arc::clone(&slots), Arc::new(AtomicUsize::new(0)));
-            let sender = WebhookSender { http: self.http.clone(), clock: Arc::clone(&self.config().clock) };
-            move || {
-                while let (Some(job), Some(slot)) = {
-                    let index = next.fetch_add(1, Ordering::SeqCst);
-                    (jobs.get(index), slots.get(index))
-                } {
-                    let attempted = sender.attempt(job);
-                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(attempted);
-                }
-            }
-        };
-        // Threads of their own, joined, rather than `std::thread::scope`: a scope gives the
-        // calling thread std's thread handle, which outlives the call, and a C host's main
-        // thread never frees it (valgrind counts it as possibly lost at exit).
-        let threads: Vec<_> = (0..senders)
-            .filter_map(|_| std::thread::Builder::new().name("coinorder-webhook".into()).spawn(send_next.clone()).ok())
-            .collect();
-        if threads.is_empty() {
-            // No thread could be started: send from here, one at a time.
-            send_next();
-        }
-        for thread in threads {
-            // A sender that panicked leaves its event's slot empty: retried below.
-            let _ended = thread.join();
-        }
-        let finished: Vec<(AttemptResult<'_>, Option<WebhookAttempt>)> = jobs
+    /// Records the outcomes of finished attempts in one transaction, and counts and
+    /// reports them.
+    fn record_attempts(&self, token: &str, finished: Vec<Finished>, report: &mut DeliveryReport) -> Result<()> {
+        let (sent, attempted): (Vec<(Job, crate::Timestamp)>, Vec<Attempted>) =
+            finished.into_iter().map(|done| ((done.job, done.at), done.attempted)).unzip();
+        let settled: Vec<(AttemptResult<'_>, Option<WebhookAttempt>)> = sent
             .iter()
-            .zip(slots.iter())
-            .map(|(job, slot)| {
-                let (outcome, log) = slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_else(|| {
-                    (Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }, None)
-                });
-                (
-                    self.settle_attempt(Outbox::Webhooks, &job.claimed.event_id, &token, job.claimed.attempt, outcome),
-                    log,
-                )
+            .zip(attempted)
+            .map(|((job, at), (outcome, log))| {
+                let claimed = &job.claimed;
+                (self.settle_attempt(Outbox::Webhooks, &claimed.event_id, token, claimed.attempt, outcome, *at), log)
             })
             .collect();
-
-        // Everything is settled (times read, jitter drawn) before the write, and counted
-        // after it: `Store::write` may run this closure more than once.
+        // Everything is settled (jitter drawn) before the write, and counted after it:
+        // `Store::write` may run this closure more than once.
         self.store.write_outbox(|db| {
-            for (result, log) in &finished {
+            for (result, log) in &settled {
                 db.finish_attempt(result)?;
                 if let Some(log) = log {
                     db.log_webhook_attempt(result.id, log)?;
@@ -132,8 +114,8 @@ impl Service {
             }
             Ok(())
         })?;
-        let mut report = DeliveryReport { attempted: jobs.len(), ..DeliveryReport::default() };
-        for (result, log) in &finished {
+        report.attempted += settled.len();
+        for (result, log) in &settled {
             report.count(&result.settled);
             if let (Some(observer), Some(log)) = (&self.config().observer, log) {
                 let outcome = match result.settled {
@@ -145,11 +127,11 @@ impl Service {
                 observer.webhook_attempted(result.id, log, outcome);
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Applies the retry schedule to how an attempt at message `id` (number `attempt` of
-    /// its schedule) ended, now: what its outbox is to record. Both outboxes follow the
+    /// its schedule) ended at `finished_at`: what its outbox is to record. Both outboxes follow the
     /// schedule of [`crate::Config::retry_schedule`].
     pub(crate) fn settle_attempt<'a>(
         &self,
@@ -158,8 +140,8 @@ impl Service {
         lease_token: &'a str,
         attempt: i64,
         outcome: Outcome,
+        finished_at: crate::Timestamp,
     ) -> AttemptResult<'a> {
-        let finished_at = self.now();
         let settled = match outcome {
             Outcome::Sent => Settled::Done,
             Outcome::GiveUp(error) => Settled::Failed(error),
@@ -342,8 +324,8 @@ impl Service {
     }
 }
 
-/// What sending a webhook needs, owned, so that the senders of a wave can run on threads
-/// of their own without borrowing the service.
+/// What sending a webhook needs, owned, so that the senders can run on threads of their
+/// own without borrowing the service.
 #[derive(Clone)]
 struct WebhookSender {
     /// The service's keep-alive agent (a clone shares its connections).
@@ -433,4 +415,151 @@ impl WebhookSender {
             _ => Outcome::Retry { error: format!("HTTP {status}"), retry_after: None },
         }
     }
+}
+
+/// How long [`Service::deliver_due`] waits for an attempt in flight before it looks again
+/// for events come due that a free sender could take meanwhile.
+const IN_FLIGHT_POLL: Duration = Duration::from_millis(200);
+
+/// An attempt a sender finished.
+struct Finished {
+    job: Job,
+    attempted: Attempted,
+    /// When the attempt ended: its retry is timed from then.
+    at: crate::Timestamp,
+}
+
+/// What the senders and the caller of [`Service::deliver_due`] share.
+#[derive(Default)]
+struct PoolState {
+    /// Leased events no sender has taken yet (never more than the free senders).
+    queue: VecDeque<Job>,
+    /// Attempts finished and not yet recorded.
+    finished: Vec<Finished>,
+    /// Set when the pool is dropped: senders end after their attempt in flight.
+    closed: bool,
+}
+
+struct PoolShared {
+    state: Mutex<PoolState>,
+    /// Wakes senders for a job or the close.
+    work: Condvar,
+    /// Wakes the caller for a finished attempt.
+    finished: Condvar,
+}
+
+/// The webhook senders of one [`Service::deliver_due`] call: threads of their own,
+/// joined when the pool is dropped, rather than `std::thread::scope`. A scope, or a
+/// blocking channel, gives the calling thread std's thread handle, which outlives the
+/// call, and a C host's main thread never frees it (valgrind counts it as possibly lost
+/// at exit); a `Condvar` leaves none.
+struct SenderPool {
+    shared: Arc<PoolShared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    size: usize,
+    /// Sends from the caller's thread when no thread could be started.
+    inline: WebhookSender,
+}
+
+impl SenderPool {
+    /// A pool of up to `size` senders, started as events come (none while nothing is due).
+    fn start(size: usize, sender: WebhookSender) -> Self {
+        let shared = Arc::new(PoolShared {
+            state: Mutex::new(PoolState::default()),
+            work: Condvar::new(),
+            finished: Condvar::new(),
+        });
+        SenderPool { shared, threads: Vec::new(), size, inline: sender }
+    }
+
+    /// How many events can be in flight at once.
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands leased events to the senders (one each: only free senders' worth is
+    /// leased), starting senders until there is one per event in flight. Should no
+    /// thread start at all, the caller sends them itself (see `wait_finished`).
+    fn submit(&mut self, jobs: Vec<Job>, in_flight: usize) {
+        if jobs.is_empty() {
+            return;
+        }
+        self.lock().queue.extend(jobs);
+        while self.threads.len() < in_flight.min(self.size) {
+            let (shared, sender) = (Arc::clone(&self.shared), self.inline.clone());
+            let spawned =
+                std::thread::Builder::new().name("coinorder-webhook".into()).spawn(move || send_jobs(&shared, &sender));
+            match spawned {
+                Ok(thread) => self.threads.push(thread),
+                Err(_) => break,
+            }
+        }
+        self.shared.work.notify_all();
+    }
+
+    /// The attempts finished since the last call; waits up to `patience` for one.
+    fn wait_finished(&self, patience: Duration) -> Vec<Finished> {
+        if self.threads.is_empty() {
+            let jobs: Vec<Job> = self.lock().queue.drain(..).collect();
+            return jobs.into_iter().map(|job| attempt_one(&self.inline, job)).collect();
+        }
+        let mut state = self.lock();
+        if state.finished.is_empty() {
+            state = match self.shared.finished.wait_timeout(state, patience) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        std::mem::take(&mut state.finished)
+    }
+}
+
+impl Drop for SenderPool {
+    fn drop(&mut self) {
+        {
+            let mut state = self.lock();
+            state.closed = true;
+            // Events no sender took stay leased until their lease runs out, then are sent.
+            state.queue.clear();
+        }
+        self.shared.work.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ended = thread.join();
+        }
+    }
+}
+
+/// A sender thread: takes jobs until the pool closes.
+fn send_jobs(shared: &PoolShared, sender: &WebhookSender) {
+    loop {
+        let job = {
+            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if let Some(job) = state.queue.pop_front() {
+                    break job;
+                }
+                if state.closed {
+                    return;
+                }
+                state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let finished = attempt_one(sender, job);
+        shared.state.lock().unwrap_or_else(|p| p.into_inner()).finished.push(finished);
+        shared.finished.notify_one();
+    }
+}
+
+/// Sends one job; a panic while sending is an attempt to retry, so the caller, which
+/// waits for every event it leased, is never left waiting.
+fn attempt_one(sender: &WebhookSender, job: Job) -> Finished {
+    let attempted =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.attempt(&job))).unwrap_or_else(|_| {
+            (Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }, None)
+        });
+    Finished { job, attempted, at: sender.now() }
 }

@@ -209,7 +209,7 @@ impl Store {
     ///
     /// Their safety rests on row locks (`FOR UPDATE SKIP LOCKED`) and lease tokens, not
     /// on serializability, so on PostgreSQL they run `READ COMMITTED`: under
-    /// `SERIALIZABLE` a wave's finish, which touches many events while orders keep
+    /// `SERIALIZABLE` a delivery's finish, which touches many events while orders keep
     /// writing new ones, was cancelled as a conflict again and again under load, and its
     /// results lost. On SQLite (one writer) it is [`Store::write`].
     pub(crate) fn write_outbox<T>(&self, work: impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
