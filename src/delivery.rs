@@ -154,8 +154,9 @@ impl Outbox {
     /// would let another deliverer send it too.
     pub(crate) fn lease_ms(self, timeout: Duration) -> i64 {
         let timeouts = match self {
-            // An event is leased only for a sender free to send it at once.
-            Outbox::Webhooks => 1,
+            // An event is leased only for a sender about to send it: at most one waits
+            // behind each sender's attempt in flight.
+            Outbox::Webhooks => 2,
             // An SMTP exchange is several round trips (connect, greeting, EHLO, STARTTLS,
             // AUTH, MAIL, RCPT, DATA), each with its own timeout.
             Outbox::Emails => 10,

@@ -306,9 +306,9 @@ impl Service {
     /// a retry due 5 s after a failure goes out at 5 s rather than up to an interval later. A run that fails (e.g. the database busy past its timeout) is counted on
     /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
     /// `e-mails`) and retried at the next tick; it never stops the worker. [`Worker::stop`]
-    /// waits only for the webhooks in flight (one per sender) or the e-mail in progress,
-    /// not for the rest of a backlog: for receivers that hang, at most one webhook
-    /// timeout. A receiver slow to answer holds up only the sender waiting on it: the
+    /// waits only for the webhooks already leased (at most two per sender: one being sent,
+    /// one next) or the e-mail in progress, not for the rest of a backlog: for receivers
+    /// that hang, at most two webhook timeouts. A receiver slow to answer holds up only the sender waiting on it: the
     /// other senders go on with the events behind it. A `batch` of 0 counts as 1.
     ///
     /// Several workers, in one process or several, may run over the same database: events

@@ -2200,3 +2200,46 @@ fn live_serve_refuses_coins_without_a_wallet_and_warns_about_rates_and_chains() 
     let log = serve_log_after(server, Duration::from_millis(200));
     assert!(!log.contains("warning"), "the sandbox has test rates and addresses: {log}");
 }
+
+/// A database file the user may read but not write is refused when it is opened, naming
+/// the file, rather than opened read-only and failing every write later (`serve` would
+/// otherwise start and answer 500 to every request). As root, whom file modes do not
+/// bind, the command runs as the unprivileged user 65534 (`setpriv`, util-linux).
+#[test]
+fn a_read_only_database_file_is_refused_when_opened() {
+    if on_postgres() {
+        return; // a server's permissions are its own
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    run_json(dir, &["keys", "create", "--user-id", "1"]);
+    let db = dir.join("coinorder.db");
+    let as_root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().expect("id -u").stdout).trim() == "0";
+    let mut command = if as_root {
+        use std::os::unix::fs::{chown, PermissionsExt};
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            chown(entry.expect("entry").path(), Some(65534), Some(65534)).expect("chown file");
+        }
+        chown(dir, Some(65534), Some(65534)).expect("chown dir");
+        // A copy the user can run, wherever the build directory is.
+        let bin = dir.join("coinorder-bin");
+        std::fs::copy(BIN, &bin).expect("copy the binary");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod binary");
+        let mut command = Command::new("setpriv");
+        command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin).current_dir(dir);
+        command.env_remove("COINORDER_DB").env_remove("COINORDER_CONFIG").env_remove("COINORDER_ENV");
+        command
+    } else {
+        coinorder(dir)
+    };
+    // Before: the same user lists the keys.
+    let listed = command.args(["keys", "list"]).output().expect("run coinorder");
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o400)).expect("chmod 400");
+    let refused = command.output().expect("run coinorder");
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stdout));
+    let message = stderr(&refused);
+    assert!(message.contains("the database file ./coinorder.db is read-only for this user"), "{message}");
+}

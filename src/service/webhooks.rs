@@ -29,7 +29,8 @@ impl Service {
     /// loop, a timer or the background worker.
     ///
     /// Each sender takes the next due event as soon as it is free: events are leased only
-    /// for a sender that is free to send them at once (for one timeout plus 30 s), and
+    /// for senders about to send them (at most one waiting per sender, leased for two
+    /// timeouts plus 30 s), and
     /// each outcome is recorded as it comes in, with its retry timed from when that
     /// attempt ended. So one receiver that is slow to answer holds up only the sender
     /// waiting on it, not the other events; meanwhile the free senders also pick up events
@@ -48,7 +49,9 @@ impl Service {
         let mut report = DeliveryReport::default();
         let (mut claimed, mut in_flight) = (0, 0);
         loop {
-            let free = pool.size() - in_flight;
+            // As many events as senders, plus one more each waiting behind them, so no
+            // sender idles while this thread records what came back.
+            let free = (2 * pool.size()).saturating_sub(in_flight);
             if free > 0 && claimed < limit && !stopped() {
                 let jobs = self.claim_jobs(free.min(limit - claimed), &token)?;
                 claimed += jobs.len();
@@ -67,8 +70,8 @@ impl Service {
         }
     }
 
-    /// Leases up to `size` due events (for one send each, right away) and works out where
-    /// each goes.
+    /// Leases up to `size` due events (each sent by the next free sender: at most one
+    /// waits per sender) and works out where each goes.
     fn claim_jobs(&self, size: usize, token: &str) -> Result<Vec<Job>> {
         let now = self.now();
         let lease_until = now.plus_ms(Outbox::Webhooks.lease_ms(self.config().webhook_timeout));
@@ -432,7 +435,7 @@ struct Finished {
 /// What the senders and the caller of [`Service::deliver_due`] share.
 #[derive(Default)]
 struct PoolState {
-    /// Leased events no sender has taken yet (never more than the free senders).
+    /// Leased events no sender has taken yet (at most one per sender).
     queue: VecDeque<Job>,
     /// Attempts finished and not yet recorded.
     finished: Vec<Finished>,
@@ -481,8 +484,8 @@ impl SenderPool {
         self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hands leased events to the senders (one each: only free senders' worth is
-    /// leased), starting senders until there is one per event in flight. Should no
+    /// Hands leased events to the senders (at most one waiting per sender is leased),
+    /// starting senders until there is one per event in flight. Should no
     /// thread start at all, the caller sends them itself (see `wait_finished`).
     fn submit(&mut self, jobs: Vec<Job>, in_flight: usize) {
         if jobs.is_empty() {

@@ -336,6 +336,15 @@ const NEW_FILE_PAGE_BYTES: i64 = 2048;
 fn open_writer(path: &Path, options: &StoreOptions) -> Result<Connection> {
     create_private(path);
     let mut writer = Connection::open(path).db()?;
+    // SQLite opens a file it may not write read-only, without a word; every write
+    // would then fail. Say so now, when whoever started the service can fix it.
+    if writer.is_readonly(rusqlite::MAIN_DB).db()? {
+        return Err(Error::new(ErrorKind::Config(format!(
+            "the database file {} is read-only for this user: coinorder writes to it (give the user \
+             write access to the file and its directory)",
+            path.display()
+        ))));
+    }
     configure(&writer, options)?;
     // Takes effect only on a file without pages yet; an existing file keeps its size.
     writer.pragma_update(None, "page_size", NEW_FILE_PAGE_BYTES).db()?;
