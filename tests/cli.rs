@@ -2142,11 +2142,15 @@ fn serve_logs_json_lines_or_nothing_with_quiet() {
     assert_eq!(status, 201);
     run_json(dir, &["sandbox", "trigger", "order.paid"]);
     let log = serve_log_after(server, Duration::from_millis(1_500));
-    let lines: Vec<Value> = log
-        .lines()
-        .filter(|line| line.starts_with('{'))
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
-        .collect();
+    // Every line, the shutdown's included, is one JSON object.
+    let lines: Vec<Value> =
+        log.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["kind"] == "notice" && l["message"].as_str().is_some_and(|m| m.starts_with("shutting down"))),
+        "{log}"
+    );
     let request = lines.iter().find(|l| l["kind"] == "request").unwrap_or_else(|| panic!("{log}"));
     assert_eq!(
         (&request["method"], &request["path"], &request["status"]),

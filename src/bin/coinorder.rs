@@ -553,7 +553,7 @@ enum PaymentsCommand {
 #[derive(Debug, Subcommand)]
 enum OrdersCommand {
     /// List orders of the environment, any merchant's, newest first: time, id,
-    /// merchant (user id), state, price, what to pay and the title.
+    /// merchant (user id), state, price, merchant order id and title.
     List {
         /// Only orders in this state.
         #[arg(long, value_name = "STATUS", value_parser = order_status())]
@@ -694,7 +694,7 @@ struct ServeArgs {
     allow_open_permissions: bool,
     /// How `serve` logs, on stderr: `text` (one line per request, event, webhook attempt
     /// and expiry run; default) or `json` (one JSON object per line, with `kind` set to
-    /// `request`, `event`, `webhook`, `expiry` or `notice`).
+    /// `request`, `event`, `webhook`, `expiry`, `chain` or `notice`).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Log only failures and warnings: no line per request, event, attempt or expiry run.
@@ -1631,7 +1631,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
 
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
-    eprintln!("coinorder: shutting down (waiting up to {} s for requests in flight)", grace.as_secs());
+    log.notice(&format!("shutting down (waiting up to {} s for requests in flight)", grace.as_secs()));
     // The background workers stop while the server drains, not after it.
     std::thread::scope(|scope| {
         scope.spawn(|| handle.shutdown());
@@ -1645,7 +1645,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     });
     for worker in [&expiry, &delivery, &checkpoint, &chain] {
         if let Some(error) = worker.last_error() {
-            eprintln!("coinorder: {} failed {} time(s); last: {error}", worker.name(), worker.failures());
+            log.notice(&format!("{} failed {} time(s); last: {error}", worker.name(), worker.failures()));
         }
     }
     // The last requests' key uses, if the writer was busy when they came.
