@@ -30,11 +30,13 @@ impl Service {
     ///
     /// Each sender takes the next due event as soon as it is free: events are leased only
     /// for senders about to send them (at most one waiting per sender, leased for two
-    /// timeouts plus 30 s), and
-    /// each outcome is recorded as it comes in, with its retry timed from when that
-    /// attempt ended. So one receiver that is slow to answer holds up only the sender
-    /// waiting on it, not the other events; meanwhile the free senders also pick up events
-    /// that come due. Returns once nothing is due or in flight, or `limit` were attempted.
+    /// timeouts plus 30 s), and each outcome is recorded as it comes in, with its retry
+    /// timed from when that attempt ended. So one receiver that is slow to answer holds up
+    /// only the sender waiting on it, not the other events; meanwhile the free senders
+    /// also pick up events that come due. Returns once nothing is due or in flight, or
+    /// `limit` were attempted. Should recording fail, the attempts not yet recorded stay
+    /// leased until their lease runs out and are then sent again (delivery is at least
+    /// once).
     pub fn deliver_due(&self, limit: usize) -> Result<DeliveryReport> {
         self.deliver_due_unless(limit, &|| false)
     }
