@@ -396,3 +396,27 @@ def test_repr_is_readable(new_order: NewOrder) -> None:
     assert "Order" in repr(created.order)
     assert created.order.order_id in repr(created.order)
     assert "Invoice" in repr(created.invoice)
+
+
+def test_objects_compare_and_hash_by_value(svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder) -> None:
+    created = new_order(title="Mug")
+    again = svc.get_order(merchant, created.order.order_id)
+    assert again.order is not created.order
+    assert again.order == created.order and not (again.order != created.order)
+    assert hash(again.order) == hash(created.order)
+    assert again.invoice == created.invoice
+    assert again == svc.get_order(merchant, created.order.order_id), "objects holding objects too"
+    assert len({created.order, again.order}) == 1
+    other = new_order(title="Mug")
+    assert other.order != created.order
+    # Another type is never equal, not even the object's own dict.
+    as_dict: object = created.order.to_dict()
+    an_invoice: object = created.invoice
+    assert created.order != as_dict
+    assert created.order != an_invoice
+    # A change shows: the same order once paid is another value.
+    svc.simulate(created.order.order_id, "pay")
+    paid = svc.get_order(merchant, created.order.order_id)
+    assert paid.order != created.order and paid.order.order_id == created.order.order_id
+    page = svc.list_orders(merchant, limit=50)
+    assert paid.order in page.orders

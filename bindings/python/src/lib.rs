@@ -136,6 +136,38 @@ fn dict_value(py: Python<'_>, v: Py<PyAny>) -> PyResult<Py<PyAny>> {
     Ok(v)
 }
 
+/// Value equality of two coinorder objects of one class: their `to_dict()`s are equal
+/// (`NotImplemented` for any other type, so Python tries the other side).
+fn equal_by_value(object: &Bound<'_, PyAny>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let py = object.py();
+    if !other.get_type().is(object.get_type()) {
+        return Ok(py.NotImplemented());
+    }
+    let equal = object.call_method0("to_dict")?.eq(other.call_method0("to_dict")?)?;
+    equal.into_py_any(py)
+}
+
+/// A hash agreeing with [`equal_by_value`]: of the `to_dict()` with every dict and list
+/// turned into a tuple (every other value a coinorder object holds is hashable).
+fn hash_by_value(object: &Bound<'_, PyAny>) -> PyResult<isize> {
+    fn frozen<'py>(value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = value.py();
+        if let Ok(dict) = value.cast::<PyDict>() {
+            let items = dict
+                .iter()
+                .map(|(k, v)| Ok(PyTuple::new(py, [k, frozen(v)?])?.into_any()))
+                .collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any());
+        }
+        if let Ok(list) = value.cast::<PyList>() {
+            let items = list.iter().map(frozen).collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any());
+        }
+        Ok(value)
+    }
+    frozen(object.call_method0("to_dict")?)?.hash()
+}
+
 /// Renders the `__repr__` of an object from its `to_dict()`.
 fn repr_of(object: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
     let dict = object.call_method0("to_dict")?;
@@ -149,8 +181,9 @@ fn repr_of(object: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
 
 /// Declares an immutable Python class over a core value: each attribute is a read-only
 /// property converted when it is read (so a call returning fifty orders does not build
-/// fifty times twenty Python values nobody looks at), plus `to_dict()` and a `repr`
-/// listing them. The one definition every returned object uses.
+/// fifty times twenty Python values nobody looks at), plus `to_dict()`, equality and
+/// hashing by value, and a `repr` listing them. The one definition every returned object
+/// uses.
 macro_rules! record {
     ($(#[$meta:meta])* $name:ident($inner:ty) { $($(#[$fmeta:meta])* $field:ident => $conv:expr),* $(,)? }) => {
         $(#[$meta])*
@@ -180,6 +213,14 @@ macro_rules! record {
 
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
                 repr_of(slf.as_any(), stringify!($name))
+            }
+
+            fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                equal_by_value(slf.as_any(), other)
+            }
+
+            fn __hash__(slf: &Bound<'_, Self>) -> PyResult<isize> {
+                hash_by_value(slf.as_any())
             }
         }
 
@@ -469,7 +510,8 @@ impl CreatedKey {
 }
 
 /// Declares an immutable Python class of already-built attributes (objects that hold
-/// other objects, and reports), with `to_dict()` and a `repr`.
+/// other objects, and reports), with `to_dict()`, equality and hashing by value, and a
+/// `repr`.
 macro_rules! plain_record {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$meta])*
@@ -489,6 +531,14 @@ macro_rules! plain_record {
 
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
                 repr_of(slf.as_any(), stringify!($name))
+            }
+
+            fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                equal_by_value(slf.as_any(), other)
+            }
+
+            fn __hash__(slf: &Bound<'_, Self>) -> PyResult<isize> {
+                hash_by_value(slf.as_any())
             }
         }
     };
