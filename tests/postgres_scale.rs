@@ -296,3 +296,32 @@ fn without_the_shared_key_file_a_postgres_database_is_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("secret key file every host shares"), "{stderr}");
 }
+
+#[test]
+#[ignore = "needs a PostgreSQL server: scripts/test-postgres runs it"]
+fn a_server_that_says_no_is_a_configuration_error_and_one_out_of_reach_a_storage_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = coinorder::Config::new(coinorder::Environment::Sandbox);
+    config.secret_key_path = Some(shared_key(dir.path()));
+    let open_error = |url: &str| match coinorder::Service::open(url, config.clone()) {
+        Ok(_) => panic!("{url} opened"),
+        Err(error) => error,
+    };
+
+    // The server answers and refuses: the settings are wrong, and say why.
+    let server = server_url();
+    let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base);
+    let missing = open_error(&format!("{base}/no_such_database_{}", std::process::id()));
+    assert!(matches!(missing.kind(), coinorder::ErrorKind::Config(_)), "{missing:?}");
+    assert!(missing.to_string().contains("does not exist"), "{missing}");
+
+    // Nothing answers: the storage is down, which opening again later may cure.
+    let down = open_error("postgres://coinorder:hunter2@127.0.0.1:1/nowhere");
+    match down.kind() {
+        coinorder::ErrorKind::Storage(storage) => assert!(!storage.is_busy(), "{down:?}"),
+        other => panic!("not a storage error: {other:?}"),
+    }
+    let text = down.to_string();
+    assert!(text.starts_with("storage error: cannot connect to PostgreSQL at 127.0.0.1:1/nowhere: "), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}

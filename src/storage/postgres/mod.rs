@@ -88,6 +88,16 @@ enum ConnectError {
     Panicked(String),
 }
 
+impl ConnectError {
+    /// True when the server answered and said no (a wrong password, role or database
+    /// name): the settings need fixing. Anything else (a server down or unreachable, a
+    /// broken TLS handshake, no file descriptors) is the storage failing, which opening
+    /// again later may cure.
+    fn is_refusal(&self) -> bool {
+        matches!(self, ConnectError::Postgres(e) if e.as_db_error().is_some())
+    }
+}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = PooledClient;
     type Error = ConnectError;
@@ -165,10 +175,15 @@ impl PgStore {
         // One connection first, straight away: a wrong host, role or database name is
         // reported at once with the server's own reason, not after the pool's timeout.
         r2d2::ManageConnection::connect(&manager).map_err(|e| {
-            Error::new(ErrorKind::Config(format!(
-                "cannot connect to PostgreSQL at {server}: {}",
-                crate::error::with_causes(&e)
-            )))
+            if e.is_refusal() {
+                let reason = crate::error::with_causes(&e);
+                Error::new(ErrorKind::Config(format!("cannot connect to PostgreSQL at {server}: {reason}")))
+            } else {
+                Error::new(ErrorKind::Storage(StorageError::new(
+                    false,
+                    Unreachable { server: server.clone(), cause: e },
+                )))
+            }
         })?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
@@ -369,6 +384,16 @@ impl PgConn {
             ""
         }
     }
+}
+
+/// The server could not be reached at open (down, wrong port, network, TLS).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to PostgreSQL at {server}")]
+struct Unreachable {
+    /// Where, without the password.
+    server: String,
+    #[source]
+    cause: ConnectError,
 }
 
 /// A failure of the pool itself (no connection within the timeout).
