@@ -21,7 +21,7 @@
 //! | list 50 | `Service::list_orders` (limit 50, offset 0) | raw `SELECT … ORDER BY created_at DESC LIMIT 50` (index on `created_at`) |
 //! | handle GET order / GET list 50 | `Service::handle` with `x-api-key` | the typed call |
 //! | create, 4 threads, FULL | `create_order` on 4 threads | the same on 1 thread |
-//! | HTTP GET list 50 (1, 8 conns), GET order (64), POST create (64) | `coinorder::Server` (8 read threads, default limits) in this process on 127.0.0.1 | a minimal std HTTP/1.1 responder in this process answering the same paths with the same bytes (captured from coinorder): the HTTP ceiling of the machine; nginx too when it is on `PATH` |
+//! | HTTP GET list 50 (1, 8, 64 conns), GET order (64), POST create (64) | `coinorder::Server` (8 read threads, default limits) in this process on 127.0.0.1 | a minimal std HTTP/1.1 responder in this process answering the same paths with the same bytes (captured from coinorder): the HTTP ceiling of the machine; and, when `nginx` is installed (`/usr/sbin` is searched too), nginx with the same bodies, the GETs as static files (a second row each) |
 //! | delivery | `deliver_due` of a fresh backlog each round (10 % of the store's orders paid, at most 100k new `order.paid` events) to a local keep-alive receiver answering 200, synchronous=FULL | none: deliveries/s |
 //! | one claim | `deliver_due(1)` with that backlog present, 20 calls a round | none: its time |
 //! | POST create during expiry | `handle` POST on 1 thread while another thread runs `expire_due` through a backlog of due invoices (short `invoice_ttl`, a `ManualClock` moved past it) | the same POSTs without the expiry |
@@ -353,6 +353,7 @@ enum Kind {
     Threads,
     HttpList1,
     HttpList8,
+    HttpList64,
     HttpGet64,
     HttpPost64,
     Delivery,
@@ -374,6 +375,7 @@ impl Kind {
             Kind::Threads => "create_full_threads",
             Kind::HttpList1 => "http_list_50_c1",
             Kind::HttpList8 => "http_list_50_c8",
+            Kind::HttpList64 => "http_list_50_c64",
             Kind::HttpGet64 => "http_get_order_c64",
             Kind::HttpPost64 => "http_post_create_c64",
             Kind::Delivery => "delivery",
@@ -1130,7 +1132,10 @@ impl Nginx {
     }
 
     fn start(binary: &Path, canned: &Canned) -> Res<Nginx> {
-        // nginx's quoted strings: backslash and quote escaped; `$` would start a variable.
+        // The GET bodies are served as static files, the way nginx serves best; a list
+        // page is also longer than the 4 KiB nginx allows a word of its configuration.
+        // The create body goes in a `return`: a quoted string, backslash and quote
+        // escaped, and `$` would start a variable.
         let quote = |response: &[u8]| -> Res<String> {
             let body = std::str::from_utf8(body_of(response))?;
             if body.contains('$') {
@@ -1139,6 +1144,10 @@ impl Nginx {
             Ok(format!("'{}'", body.replace('\\', "\\\\").replace('\'', "\\'")))
         };
         let dir = tempfile::tempdir()?;
+        // Run as root, nginx's workers drop to an unprivileged user, which must read these.
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        std::fs::write(dir.path().join("list.json"), body_of(&canned.list))?;
+        std::fs::write(dir.path().join("order.json"), body_of(&canned.order))?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
         let prefix = dir.path().display().to_string();
@@ -1147,14 +1156,13 @@ impl Nginx {
              events {{ worker_connections 1024; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {prefix}/body;\n  proxy_temp_path {prefix}/proxy;\n  \
              fastcgi_temp_path {prefix}/fastcgi;\n  uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;\n  \
-             keepalive_requests 100000000;\n  default_type application/json;\n  \
+             keepalive_requests 100000000;\n  sendfile on;\n  tcp_nodelay on;\n  default_type application/json;\n  \
+             root {prefix};\n  \
              server {{\n    listen 127.0.0.1:{port};\n    \
              location = /v1/orders {{\n      if ($request_method = POST) {{ return 201 {create}; }}\n      \
-             return 200 {list};\n    }}\n    location /v1/orders/ {{ return 200 {order}; }}\n  }}\n}}\n",
+             try_files /list.json =404;\n    }}\n    location /v1/orders/ {{ try_files /order.json =404; }}\n  }}\n}}\n",
             cores = std::thread::available_parallelism().map_or(2, |n| n.get()),
             create = quote(&canned.create)?,
-            list = quote(&canned.list)?,
-            order = quote(&canned.order)?,
         );
         let config_path = dir.path().join("nginx.conf");
         std::fs::write(&config_path, config)?;
@@ -1166,13 +1174,14 @@ impl Nginx {
             .args(["-g", "daemon off;"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log"))?)
             .spawn()?;
         let mut nginx = Nginx { child, addr, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(5);
         while TcpStream::connect(addr).is_err() {
             if Instant::now() > deadline || nginx.child.try_wait()?.is_some() {
-                return Err("nginx did not start".into());
+                let said = std::fs::read_to_string(nginx._dir.path().join("stderr.log")).unwrap_or_default();
+                return Err(format!("nginx did not start: {}", said.trim()).into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -1511,9 +1520,10 @@ impl Bench<'_> {
         let list = get_request("/v1/orders?limit=50", key);
         let list = |_: &mut Rng| list.clone();
         let order = |rng: &mut Rng| get_request(&format!("/v1/orders/{}", store.random_id(rng)), key);
-        let workloads: [(Kind, &str, usize, &RequestFn<'_>); 3] = [
+        let workloads: [(Kind, &str, usize, &RequestFn<'_>); 4] = [
             (Kind::HttpList1, "HTTP GET list 50, 1 connection", 1, &list),
             (Kind::HttpList8, "HTTP GET list 50, 8 connections", 8, &list),
+            (Kind::HttpList64, "HTTP GET list 50, 64 connections", 64, &list),
             (Kind::HttpGet64, "HTTP GET order, 64 connections", 64, &order),
         ];
         for (kind, what, conns, request) in workloads {

@@ -231,11 +231,12 @@ fn newest_first_by_created_at_then_order_id_desc() {
     // Created later but dated earlier: ordering is by created_at, not insertion.
     h.clock.set_ms(T0_MS - 1_000);
     let d = string(&h.create(&minimal_order())["data"], "order_id").to_string();
-    // Several orders in the same millisecond: order_id DESC breaks the tie.
+    // Several orders in the same millisecond: order_id DESC breaks the tie, and ids of
+    // one millisecond sort as they were made, so these too come newest first.
     h.clock.set_ms(T0_MS + 5_000);
     let mut same: Vec<String> =
         (0..6).map(|_| string(&h.create(&minimal_order())["data"], "order_id").to_string()).collect();
-    same.sort_unstable_by(|x, y| y.cmp(x));
+    same.reverse();
 
     let mut expected = same.clone();
     expected.extend([c, b, a, d]);

@@ -37,12 +37,35 @@ const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 /// A new order or invoice id: a UUIDv7 (RFC 9562) stamped with `now`, the service's clock,
 /// and 74 random bits. Ids made later sort later, so each insert lands at the right edge of
 /// the primary-key B-tree instead of on a random page (fewer pages touched and written per
-/// create); ids stay unguessable.
+/// create). Within one millisecond they sort in the order this process made them (Get
+/// Orders breaks ties of `created_at` by id, newest first): a later id of the same
+/// millisecond is the one before plus a random step of up to 2^40, so ids stay
+/// unguessable from their neighbours (RFC 9562 §6.2, method 2 with a random increment).
 fn time_ordered_id(now: Timestamp) -> String {
+    /// The last id's millisecond and 74 random bits, for the next id of that millisecond.
+    static LAST: std::sync::Mutex<(u64, u128)> = std::sync::Mutex::new((0, 0));
+    const RANDOM_BITS: u32 = 74;
+    const MAX_RANDOM: u128 = (1 << RANDOM_BITS) - 1;
     let ms = u64::try_from(now.as_millis()).unwrap_or(0);
-    let stamp =
-        uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, u32::try_from(ms % 1000).unwrap_or(0) * 1_000_000);
-    uuid::Uuid::new_v7(stamp).to_string()
+    let fresh = rand::random::<u128>() & MAX_RANDOM;
+    let random = {
+        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let step = 1 + u128::from(rand::random::<u64>() >> 24);
+        let random = match last.1.checked_add(step) {
+            // Past the top of the 74 bits (2^-34 of the time): a fresh draw, out of order.
+            Some(next) if last.0 == ms && next <= MAX_RANDOM => next,
+            _ => fresh,
+        };
+        *last = (ms, random);
+        random
+    };
+    // rand_a (12 bits) then rand_b (62 bits), where `Builder` puts them, most significant first.
+    let rand_a = (random >> 62) as u16;
+    let rand_b = (random & ((1 << 62) - 1)) as u64;
+    let mut bytes = [0_u8; 10];
+    bytes[..2].copy_from_slice(&rand_a.to_be_bytes());
+    bytes[2..].copy_from_slice(&rand_b.to_be_bytes());
+    uuid::Builder::from_unix_timestamp_millis(ms, &bytes).into_uuid().to_string()
 }
 
 /// Digits of the time prefix of [`generated_merchant_order_id`], in ASCII order so that
@@ -922,6 +945,14 @@ mod tests {
         }
         assert!(earlier < later, "{earlier} < {later}");
         assert_ne!(earlier, same_ms, "random bits keep ids of one millisecond apart");
+        // Ids of one millisecond sort in the order they were made, and never repeat.
+        let ms = Timestamp(1_795_326_682_200);
+        let made: Vec<String> = (0..1000).map(|_| time_ordered_id(ms)).collect();
+        assert!(made.windows(2).all(|pair| pair[0] < pair[1]), "ids of one millisecond out of order");
+        let parsed = uuid::Uuid::parse_str(&made[999]).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 7);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(parsed.get_timestamp().map(|t| t.to_unix()), Some((1_795_326_682, 200_000_000)));
         // The first 48 bits are the milliseconds, as RFC 9562 lays them out.
         assert!(earlier.starts_with(&format!(
             "{:08x}-{:04x}",
