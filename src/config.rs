@@ -97,24 +97,39 @@ impl SmtpConfig {
     /// a sender that is not an address. Messages never repeat the URL (it may hold a
     /// password).
     pub fn check(&self) -> Result<()> {
-        let bad = |why: String| Error::new(crate::ErrorKind::Config(format!("smtp url: {why}")));
-        let parsed = url::Url::parse(&self.url).map_err(|e| bad(format!("not a URL ({e})")))?;
+        match self.problem() {
+            None => Ok(()),
+            Some(("smtp_from", rule)) => Err(Error::new(crate::ErrorKind::Config(format!("smtp from: {rule}")))),
+            Some((_, rule)) => Err(Error::new(crate::ErrorKind::Config(format!("smtp url: {rule}")))),
+        }
+    }
+
+    /// What [`SmtpConfig::check`] refuses, as the option at fault (`smtp_url` or
+    /// `smtp_from`) and the rule it breaks.
+    fn problem(&self) -> Option<(&'static str, String)> {
+        let bad = |why: String| Some(("smtp_url", why));
+        let parsed = match url::Url::parse(&self.url) {
+            Ok(parsed) => parsed,
+            Err(e) => return bad(format!("not a URL ({e})")),
+        };
         if !matches!(parsed.scheme(), "smtp" | "smtps") {
-            return Err(bad(format!("must start with smtp:// or smtps://, not {}://", parsed.scheme())));
+            return bad(format!("must start with smtp:// or smtps://, not {}://", parsed.scheme()));
         }
         if let Some((_, tls)) = parsed.query_pairs().find(|(name, _)| name == "tls") {
             if parsed.scheme() == "smtp" && !matches!(tls.as_ref(), "required" | "opportunistic") {
-                return Err(bad(format!("tls must be required or opportunistic, got {tls:?}")));
+                return bad(format!("tls must be required or opportunistic, got {tls:?}"));
             }
         }
-        lettre::SmtpTransport::from_url(&self.url).map_err(|e| bad(format!("not usable ({e})")))?;
-        if self.from.parse::<lettre::message::Mailbox>().is_err() {
-            return Err(Error::new(crate::ErrorKind::Config(format!(
-                "smtp from: {:?} is not an e-mail address (e.g. `Shop <pay@shop.example>`)",
-                self.from
-            ))));
+        if let Err(e) = lettre::SmtpTransport::from_url(&self.url) {
+            return bad(format!("not usable ({e})"));
         }
-        Ok(())
+        if self.from.parse::<lettre::message::Mailbox>().is_err() {
+            return Some((
+                "smtp_from",
+                format!("{:?} is not an e-mail address (e.g. `Shop <pay@shop.example>`)", self.from),
+            ));
+        }
+        None
     }
 }
 
@@ -335,60 +350,81 @@ impl Config {
         })
     }
 
-    /// Checks that the configuration is usable.
+    /// Checks that the configuration is usable: an [`ErrorKind::Config`](crate::ErrorKind::Config)
+    /// error naming the setting and the rule it breaks.
     pub(crate) fn validate(&self) -> Result<()> {
-        url::Url::parse(&self.payment_page_url)
-            .map_err(|e| Error::new(crate::ErrorKind::Config(format!("payment_page_url: {e}"))))?;
-        if !self.pay_currencies.contains(&self.default_pay_currency) {
-            return Err(Error::new(crate::ErrorKind::Config(format!(
-                "default_pay_currency {} is not one of pay_currencies",
-                self.default_pay_currency
-            ))));
+        match self.problem() {
+            None => Ok(()),
+            Some((setting, rule)) => Err(Error::new(crate::ErrorKind::Config(format!("{setting}: {rule}")))),
         }
-        if let Some(smtp) = &self.smtp {
-            smtp.check()?;
-        }
-        self.check_watches()?;
-        for code in &self.pay_currencies {
-            if crate::money::coin_decimals(code).is_none() {
-                return Err(Error::new(crate::ErrorKind::Config(format!("unknown pay currency {code}"))));
-            }
-        }
-        Ok(())
     }
-}
 
-impl Config {
+    /// The first setting the service could not use, by the name [`Config::from_options`]
+    /// knows it by, and the rule it breaks.
+    fn problem(&self) -> Option<(String, String)> {
+        let bad = |setting: &str, rule: String| Some((setting.to_string(), rule));
+        match url::Url::parse(&self.payment_page_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {}
+            _ => return bad("payment_page_url", "must be an absolute http:// or https:// URL".into()),
+        }
+        if self.pay_currencies.is_empty() {
+            return bad("pay_currencies", "must name at least one coin".into());
+        }
+        if let Some(code) = self.pay_currencies.iter().find(|code| crate::money::coin_decimals(code).is_none()) {
+            let known: Vec<&str> = crate::money::COINS.iter().map(|(coin, _)| *coin).collect();
+            return bad("pay_currencies", format!("unknown coin {code:?} (known: {})", known.join(", ")));
+        }
+        if !self.pay_currencies.contains(&self.default_pay_currency) {
+            return bad(
+                "default_pay_currency",
+                format!(
+                    "{:?} is not one of pay_currencies ({})",
+                    self.default_pay_currency,
+                    self.pay_currencies.join(", ")
+                ),
+            );
+        }
+        if let Some((setting, rule)) = self.smtp.as_ref().and_then(SmtpConfig::problem) {
+            return bad(setting, rule);
+        }
+        self.watch_problem()
+    }
+
     /// The chain watchers' endpoints are http(s) URLs, their depths at least one block,
     /// and their token contracts addresses of tokens we quote.
-    fn check_watches(&self) -> Result<()> {
-        let config = |message: String| Error::new(crate::ErrorKind::Config(message));
-        let endpoint = |what: &str, url: &str| match url::Url::parse(url) {
-            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some() => Ok(()),
-            _ => Err(config(format!("{what} must be an http:// or https:// URL"))),
+    fn watch_problem(&self) -> Option<(String, String)> {
+        let bad = |setting: &str, rule: &str| Some((setting.to_string(), rule.to_string()));
+        let endpoint_ok = |url: &str| {
+            url::Url::parse(url)
+                .is_ok_and(|parsed| matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some())
         };
         if let Some(watch) = &self.bitcoin_watch {
-            endpoint("esplora_url", &watch.esplora_url)?;
+            if !endpoint_ok(&watch.esplora_url) {
+                return bad("esplora_url", "must be an http:// or https:// URL");
+            }
             if watch.confirmations == 0 {
-                return Err(config("bitcoin confirmations must be at least 1".into()));
+                return bad("bitcoin_confirmations", "must be at least 1");
             }
         }
         if let Some(watch) = &self.ethereum_watch {
-            endpoint("ethereum_rpc_url", &watch.rpc_url)?;
+            if !endpoint_ok(&watch.rpc_url) {
+                return bad("ethereum_rpc_url", "must be an http:// or https:// URL");
+            }
             if watch.confirmations == 0 {
-                return Err(config("ethereum confirmations must be at least 1".into()));
+                return bad("ethereum_confirmations", "must be at least 1");
             }
             for (coin, contract) in &watch.tokens {
+                let setting = format!("ethereum_tokens.{coin}");
                 if !matches!(coin.as_str(), "USDT" | "USDC") {
-                    return Err(config(format!("ethereum token {coin}: only USDT and USDC are ERC-20 coins we quote")));
+                    return bad(&setting, "only USDT and USDC are ERC-20 coins we quote");
                 }
                 let hex = contract.strip_prefix("0x").unwrap_or("");
                 if hex.len() != 40 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err(config(format!("ethereum token {coin}: contract must be 0x and 40 hex digits")));
+                    return bad(&setting, "contract must be 0x and 40 hex digits");
                 }
             }
         }
-        Ok(())
+        None
     }
 }
 
@@ -423,9 +459,10 @@ impl Config {
     /// | `ethereum_confirmations` | blocks deep an ETH or token payment must be, 1 to 1000 | 12 |
     /// | `ethereum_tokens` | object of coin → ERC-20 contract address (`{"USDT": "0x…"}`) | the environment's USDT and USDC |
     ///
-    /// An unknown option or a value of the wrong type or range is refused with
-    /// `PARAMETERS_MISSING` naming it (`config.invoice_ttl: ...`), so a typo never goes
-    /// unnoticed.
+    /// An unknown option, or a value of the wrong type or range or one the service
+    /// cannot use (a payment page URL that is not an http(s) URL, an unknown coin), is
+    /// refused with `PARAMETERS_MISSING` naming it (`config.invoice_ttl: ...`), so a typo
+    /// never goes unnoticed.
     pub fn from_options(options: &serde_json::Value) -> Result<Config> {
         use serde_json::Value;
         let fields = match options {
@@ -559,7 +596,12 @@ impl Config {
             (None, _, Some(_)) => return Err(bad("ethereum_tokens", "needs ethereum_rpc_url")),
             (None, None, None) => {}
         }
-        Ok(config)
+        // A value of the right type that the service cannot use is refused here too, as
+        // the option's fault, rather than as the service's at open.
+        match config.problem() {
+            Some((setting, rule)) => Err(bad(&setting, &rule)),
+            None => Ok(config),
+        }
     }
 }
 
@@ -605,10 +647,44 @@ mod options_tests {
             (json!({"synchronous": true}), "config.synchronous: must be a string"),
             (json!({"background_checkpoints": "no"}), "config.background_checkpoints: must be true or false"),
             (json!([1]), "config: must be a JSON object"),
+            // Values of the right type that the service cannot use are the option's fault too.
+            (
+                json!({"payment_page_url": "not a url"}),
+                "config.payment_page_url: must be an absolute http:// or https:// URL",
+            ),
+            (
+                json!({"payment_page_url": "ftp://shop.example/pay"}),
+                "config.payment_page_url: must be an absolute http:// or https:// URL",
+            ),
+            (json!({"pay_currencies": []}), "config.pay_currencies: must name at least one coin"),
+            (
+                json!({"pay_currencies": ["DOGE"]}),
+                "config.pay_currencies: unknown coin \"DOGE\" (known: USDT, USDC, BTC, ETH, LTC, TRX, SOL)",
+            ),
+            (
+                json!({"pay_currencies": ["BTC"], "default_pay_currency": "ETH"}),
+                "config.default_pay_currency: \"ETH\" is not one of pay_currencies (BTC)",
+            ),
+            (json!({"smtp_url": "nope"}), "config.smtp_url: not a URL (relative URL without a base)"),
+            (
+                json!({"smtp_url": "smtp://mail.example", "smtp_from": "me"}),
+                "config.smtp_from: \"me\" is not an e-mail address (e.g. `Shop <pay@shop.example>`)",
+            ),
+            (json!({"esplora_url": "x"}), "config.esplora_url: must be an http:// or https:// URL"),
+            (
+                json!({"ethereum_rpc_url": "http://node.example", "ethereum_tokens": {"DAI": "0x"}}),
+                "config.ethereum_tokens.DAI: only USDT and USDC are ERC-20 coins we quote",
+            ),
         ] {
             let err = Config::from_options(&options).expect_err("refused");
             assert_eq!((err.error_code(), err.to_string()), ("PARAMETERS_MISSING", field.to_string()));
         }
+        // The Rust API's own `Config` gets the same rules at open, as a configuration error.
+        let mut config = Config::new(Environment::Sandbox);
+        config.pay_currencies = vec!["DOGE".into()];
+        let err = config.validate().expect_err("refused");
+        assert!(matches!(err.kind(), crate::ErrorKind::Config(_)), "{err:?}");
+        assert!(err.to_string().starts_with("invalid configuration: pay_currencies: unknown coin \"DOGE\""), "{err}");
         Ok(())
     }
 }

@@ -281,7 +281,7 @@ fn an_unusable_smtp_url_is_refused_when_the_service_opens() {
         from: "shop <pay@shop.example>".into(),
     });
     let err = coinorder::Service::open(dir.path().join("t.db"), config).expect_err("bad tls mode");
-    assert!(err.to_string().contains("smtp url"), "{err}");
+    assert!(err.to_string().contains("smtp_url: tls must be required or opportunistic"), "{err}");
 }
 
 #[test]

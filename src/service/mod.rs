@@ -206,6 +206,7 @@ impl Service {
     pub fn open(target: impl AsRef<Path>, config: Config) -> Result<Service> {
         config.validate()?;
         let target = StoreTarget::parse(target.as_ref());
+        target.check()?;
         let from_environment = match (&target, &config.secret_key_path) {
             (StoreTarget::Postgres(_), None) => std::env::var_os(SECRET_KEY_FILE_VARIABLE)
                 .filter(|value| !value.is_empty())
@@ -931,6 +932,16 @@ mod tests {
             assert_eq!(response.status, 200, "{path}");
             let reads = crate::storage::READS_ON_THIS_THREAD.with(std::cell::Cell::get) - before;
             assert_eq!(reads, 1, "{path}: the key lookup and the read share one snapshot");
+        }
+    }
+
+    #[test]
+    fn a_target_that_is_not_a_file_is_refused_naming_it() {
+        for target in ["", "  ", ":memory:", "file:shop.db?mode=memory"] {
+            let refused = Service::open(target, Config::new(Environment::Sandbox)).err();
+            let message = refused.as_ref().map(ToString::to_string).unwrap_or_default();
+            assert_eq!(refused.map(|e| e.error_code()), Some("PARAMETERS_MISSING"), "{target:?}: {message}");
+            assert!(message.starts_with("target: must be a SQLite file path or a postgres:// URL"), "{message}");
         }
     }
 

@@ -112,6 +112,26 @@ impl StoreTarget {
 }
 
 impl StoreTarget {
+    /// Refuses a SQLite target that is not a file: an empty path, or SQLite's in-memory
+    /// and URI names (`:memory:`, `file:...`). SQLite would open each of those as a
+    /// database of one connection's own, so the writer and every reader would each see an
+    /// empty database of their own (and an empty path a temporary one, lost at close).
+    pub(crate) fn check(&self) -> Result<()> {
+        let StoreTarget::Sqlite(path) = self else {
+            return Ok(());
+        };
+        let text = path.to_string_lossy();
+        let rule = if text.trim().is_empty() {
+            "must be a SQLite file path or a postgres:// URL, not empty"
+        } else if text == ":memory:" || text.starts_with("file:") {
+            "must be a SQLite file path or a postgres:// URL: an in-memory or URI database cannot be \
+             shared by the service's connections (for a throwaway store, use a file in a temporary directory)"
+        } else {
+            return Ok(());
+        };
+        Err(crate::error::Error::invalid("target", rule))
+    }
+
     /// True for a database server (a URL), false for a file.
     pub fn is_server(&self) -> bool {
         !matches!(self, StoreTarget::Sqlite(_))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import ContextManager
+from typing import Any, ContextManager
 
 import pytest
 
@@ -169,10 +172,46 @@ def test_internal_error_for_a_database_in_a_missing_directory(tmp_path: Path) ->
     assert not target.parent.exists()
 
 
-def test_internal_error_for_an_unusable_configuration(db_path: str) -> None:
-    with pytest.raises(coinorder.InternalError) as caught:
-        coinorder.Service.open(db_path, pay_currencies=["BTC"], default_pay_currency="ETH")
-    check(caught.value, coinorder.InternalError)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"pay_currencies": ["BTC"], "default_pay_currency": "ETH"}, "config.default_pay_currency: "),
+        ({"pay_currencies": ["DOGE"]}, 'config.pay_currencies: unknown coin "DOGE"'),
+        ({"payment_page_url": "not a url"}, "config.payment_page_url: must be an absolute http:// or https:// URL"),
+        ({"smtp_url": "nope"}, "config.smtp_url: not a URL"),
+        ({"invoice_ttl": 10**30}, "config.invoice_ttl: must be a whole number from 1 to 31536000"),
+    ],
+)
+def test_an_option_value_the_service_cannot_use_is_the_options_fault(
+    db_path: str, options: dict[str, Any], message: str
+) -> None:
+    # Not a 500 from the service: the caller's option, named, as any other bad value.
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(db_path, **options)
+    check(caught.value, coinorder.ParametersMissing)
+    assert caught.value.message.startswith(message), caught.value.message
+
+
+def test_int_arguments_out_of_range_name_the_argument(svc: coinorder.Service) -> None:
+    merchant = svc.authenticate(svc.create_key(user_id=1).plain_key)
+    calls: list[tuple[Callable[[], object], str]] = [
+        (lambda: svc.create_key(user_id=2**63), "user_id: must be a whole number from 0 to"),
+        (lambda: svc.create_key(user_id=-1), "user_id: must be a whole number from 0 to"),
+        (lambda: svc.deliver_due(limit=-1), "limit: must be a whole number from 0 to"),
+        (lambda: svc.send_due_emails(limit=2**64), "limit: must be a whole number from 0 to"),
+        (lambda: svc.list_orders(merchant, offset=2**63), "offset: "),
+    ]
+    for call, message in calls:
+        with pytest.raises(coinorder.ParametersMissing) as caught:
+            call()
+        assert caught.value.message.startswith(message), caught.value.message
+    # A limit past any integer is over the limit of 50, as in a query string.
+    with pytest.raises(coinorder.ApiLimitExceeded) as over:
+        svc.list_orders(merchant, limit=2**70)
+    assert over.value.message.startswith("limit: "), over.value.message
+    assert svc.list_orders(merchant, limit=50, offset=0).limit == 50
+    with pytest.raises(TypeError, match="limit: must be an int"):
+        svc.list_orders(merchant, limit=True)
 
 
 def test_webhook_verification_error() -> None:
@@ -180,6 +219,24 @@ def test_webhook_verification_error() -> None:
     with pytest.raises(coinorder.WebhookVerificationError) as caught:
         coinorder.verify_webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", headers, b"{}", now=1614265330)
     check(caught.value, coinorder.WebhookVerificationError)
+
+
+def test_an_authentic_body_that_is_not_a_json_object_is_refused_as_unverified() -> None:
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    for body in [b"[1,2]", b"not json", b'"text"']:
+        mac = hmac.new(key, b"msg_1.1614265330." + body, hashlib.sha256).digest()
+        headers = {
+            "webhook-id": "msg_1",
+            "webhook-timestamp": "1614265330",
+            "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+        }
+        with pytest.raises(coinorder.WebhookVerificationError) as caught:
+            coinorder.verify_webhook(secret, headers, body, now=1614265330)
+        assert "not a JSON object" in caught.value.message, body
+    with pytest.raises(coinorder.WebhookVerificationError) as missing:
+        coinorder.verify_webhook(secret, None, b"{}", now=1614265330)  # type: ignore[arg-type]
+    assert "missing header" in missing.value.message
 
 
 def test_errors_can_be_caught_as_the_base_class(svc: coinorder.Service) -> None:

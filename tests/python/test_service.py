@@ -140,6 +140,19 @@ def test_bad_option_value_names_it(db_path: str) -> None:
     assert "config.invoice_ttl" in caught.value.message
 
 
+@pytest.mark.parametrize("target", ["", ":memory:"])
+def test_a_target_that_is_not_a_file_is_refused_and_nothing_is_written(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite would give each connection an empty database of its own: every later call
+    # would fail. Refused at open, naming the argument, before any key file is made.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        coinorder.Service.open(target)
+    assert caught.value.message.startswith("target: must be a SQLite file path"), caught.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_environment_is_refused(db_path: str) -> None:
     with pytest.raises(coinorder.ParametersMissing) as caught:
         coinorder.Service.open(db_path, "prod")

@@ -820,7 +820,13 @@ impl Service {
 
     /// Creates an API key for merchant `user_id` in this service's environment.
     #[pyo3(signature = (user_id, webhook_url = None))]
-    fn create_key(&self, py: Python<'_>, user_id: i64, webhook_url: Option<String>) -> PyResult<CreatedKey> {
+    fn create_key(
+        &self,
+        py: Python<'_>,
+        user_id: &Bound<'_, PyAny>,
+        webhook_url: Option<String>,
+    ) -> PyResult<CreatedKey> {
+        let user_id = whole_arg(py, Some(user_id), "user_id", 0, 0, i64::MAX)?;
         let core = self.core()?;
         let environment = self.environment;
         let created = detached(py, move || core.create_key(NewApiKey { user_id, environment, webhook_url }))?;
@@ -941,18 +947,24 @@ impl Service {
     }
 
     /// The merchant's orders, newest first; `status` filters, `limit` is 1 to 50.
-    #[pyo3(signature = (merchant, status = None, limit = 10, offset = 0))]
+    // `None` stands for the defaults in Rust, so that an int of any size reaches `int_text_arg`;
+    // Python sees the real defaults.
+    #[pyo3(
+        signature = (merchant, status = None, limit = None, offset = None),
+        text_signature = "($self, merchant, status=None, limit=10, offset=0)"
+    )]
     fn list_orders(
         &self,
         py: Python<'_>,
         merchant: &Merchant,
         status: Option<&Bound<'_, PyAny>>,
-        limit: i64,
-        offset: i64,
+        limit: Option<&Bound<'_, PyAny>>,
+        offset: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<OrderPage> {
         // The query's own rules (and messages) decide: the same text the URL would carry.
+        let (limit, offset) = (int_text_arg(limit, "limit", 10)?, int_text_arg(offset, "offset", 0)?);
         let mut query = url::form_urlencoded::Serializer::new(String::new());
-        query.append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
+        query.append_pair("limit", &limit).append_pair("offset", &offset);
         if let Some(status) = opt_text_arg(status, "status")? {
             query.append_pair("status", &status);
         }
@@ -1044,8 +1056,9 @@ impl Service {
 
     /// Sends up to `limit` due webhooks now; payment-link e-mails go out with
     /// `send_due_emails`.
-    #[pyo3(signature = (limit = 100))]
-    fn deliver_due(&self, py: Python<'_>, limit: usize) -> PyResult<DeliveryReport> {
+    #[pyo3(signature = (limit = None), text_signature = "($self, limit=100)")]
+    fn deliver_due(&self, py: Python<'_>, limit: Option<&Bound<'_, PyAny>>) -> PyResult<DeliveryReport> {
+        let limit = usize::try_from(whole_arg(py, limit, "limit", 100, 0, i64::MAX)?).unwrap_or(usize::MAX);
         let core = self.core()?;
         let report = detached(py, move || core.deliver_due(limit))?;
         Ok(DeliveryReport {
@@ -1060,8 +1073,9 @@ impl Service {
     /// Sends up to `limit` due payment-link e-mails now, over the SMTP server of the
     /// service's options (`smtp_url`, `smtp_from`); without one it sends nothing and the
     /// e-mails stay pending. Call it from the same loop or timer as `deliver_due`.
-    #[pyo3(signature = (limit = 100))]
-    fn send_due_emails(&self, py: Python<'_>, limit: usize) -> PyResult<EmailReport> {
+    #[pyo3(signature = (limit = None), text_signature = "($self, limit=100)")]
+    fn send_due_emails(&self, py: Python<'_>, limit: Option<&Bound<'_, PyAny>>) -> PyResult<EmailReport> {
+        let limit = usize::try_from(whole_arg(py, limit, "limit", 100, 0, i64::MAX)?).unwrap_or(usize::MAX);
         let core = self.core()?;
         let report = detached(py, move || core.send_due_emails(limit))?;
         Ok(EmailReport {
@@ -1212,6 +1226,43 @@ fn body_arg(body: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
     }
 }
 
+/// A whole-number argument `field`: an `int` (not a `bool`) from `min` to `max`, `default`
+/// when absent. Out of range, however large, it is `ParametersMissing` naming the field:
+/// pyo3's own conversion would raise a bare `OverflowError` that names nothing.
+fn whole_arg(
+    py: Python<'_>,
+    value: Option<&Bound<'_, PyAny>>,
+    field: &str,
+    default: i64,
+    min: i64,
+    max: i64,
+) -> PyResult<i64> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(default);
+    };
+    if !value.is_instance_of::<PyInt>() || value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!("{field}: must be an int")));
+    }
+    match value.extract::<i64>() {
+        Ok(number) if (min..=max).contains(&number) => Ok(number),
+        _ => {
+            Err(to_py_err(py, &coinorder::Error::invalid(field, format!("must be a whole number from {min} to {max}"))))
+        }
+    }
+}
+
+/// An `int` argument as the decimal text a query string would carry, for rules the core
+/// applies to the text (a `limit` too large for any integer is over the limit).
+fn int_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str, default: i64) -> PyResult<String> {
+    match value.filter(|value| !value.is_none()) {
+        None => Ok(default.to_string()),
+        Some(value) if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() => {
+            Ok(value.str()?.to_cow()?.into_owned())
+        }
+        Some(_) => Err(PyTypeError::new_err(format!("{field}: must be an int"))),
+    }
+}
+
 /// An aware `datetime` (or Unix seconds as an int) as a timestamp.
 fn timestamp_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Timestamp> {
     if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
@@ -1233,7 +1284,9 @@ fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Va
     if value.is_instance_of::<PyBool>() {
         Ok(serde_json::Value::Bool(value.extract()?))
     } else if value.is_instance_of::<PyInt>() {
-        Ok(serde_json::Value::from(value.extract::<i64>()?))
+        // Any size: the option's own range check names it (`config.invoice_ttl: ...`).
+        let digits = value.str()?.to_cow()?.into_owned();
+        serde_json::from_str(&digits).map_err(|_| PyTypeError::new_err(format!("{name}: not a whole number")))
     } else if value.is_instance_of::<PyString>() {
         Ok(serde_json::Value::from(value.extract::<String>()?))
     } else if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
@@ -1257,7 +1310,8 @@ fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Va
 }
 
 /// Verifies a received webhook (Standard Webhooks) and returns its JSON payload; raises
-/// `WebhookVerificationError` when it is not authentic or not fresh.
+/// `WebhookVerificationError` when it is not authentic or not fresh, or when its body is
+/// not a JSON object.
 #[pyfunction]
 #[pyo3(signature = (secret, headers, body, now = None))]
 fn verify_webhook<'py>(
@@ -1268,8 +1322,17 @@ fn verify_webhook<'py>(
     now: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut found: [Option<String>; 3] = [None, None, None];
-    for item in headers.call_method0("items")?.try_iter()? {
-        let (name, value): (String, String) = item?.extract()?;
+    // `None` has no headers, so the missing one is named below.
+    let items = match headers.is_none() {
+        true => Vec::new(),
+        false => headers
+            .call_method0("items")
+            .and_then(|items| items.try_iter()?.collect::<PyResult<Vec<_>>>())
+            .map_err(|_| PyTypeError::new_err("headers: must be a mapping of header names to values"))?,
+    };
+    for item in items {
+        let (name, value): (String, String) =
+            item.extract().map_err(|_| PyTypeError::new_err("headers: must be a mapping of header names to values"))?;
         let slot = match name.to_ascii_lowercase().as_str() {
             "webhook-id" => 0,
             "webhook-timestamp" => 1,
@@ -1288,6 +1351,17 @@ fn verify_webhook<'py>(
     let [id, timestamp, signature] = &found;
     coinorder::signature::verify(secret, id.as_deref(), timestamp.as_deref(), signature.as_deref(), &body, now)
         .map_err(|e| to_py_err(py, &coinorder::Error::new(coinorder::ErrorKind::from(e))))?;
+    // Authentic, but a payload is a JSON object: anything else is refused the same way,
+    // so a receiver handles one exception.
+    if !matches!(serde_json::from_slice::<serde_json::Value>(&body), Ok(serde_json::Value::Object(_))) {
+        let code = coinorder::ErrorCode::SignatureInvalid;
+        let raised = py.import("coinorder._errors")?.getattr("WebhookVerificationError")?.call1((
+            "webhook payload: the signed body is not a JSON object",
+            code.as_str(),
+            code.http_status(),
+        ))?;
+        return Err(PyErr::from_value(raised));
+    }
     py.import("json")?.call_method1("loads", (PyBytes::new(py, &body),))
 }
 
