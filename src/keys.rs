@@ -103,6 +103,12 @@ pub struct CreatedApiKey {
 }
 
 /// The authenticated caller of an API request.
+///
+/// An identity, not a capability the service checks again: the typed calls trust it as
+/// the host hands it over (a host with its own sign-in may build one). So
+/// [`Service::authenticate`](crate::Service::authenticate) belongs to each request, as
+/// [`Service::handle`](crate::Service::handle) does it: a `Merchant` kept past its request
+/// still acts after its key is deactivated or deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Merchant {
     /// The key that authenticated the request.
