@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 3
+#define COINORDER_ABI_VERSION 4
 
 /**
  * `PARAMETERS_MISSING`
@@ -206,12 +206,15 @@ void coinorder_service_close(struct coinorder_service *service);
  *
  * `method` (e.g. `"POST"`), `path_and_query` (e.g. `"/v1/orders?limit=5"`) and
  * `headers_json` (a JSON object of header names to string values, e.g.
- * `{"x-api-key":"test_..."}`, or NULL for none) are borrowed; `body` points at
- * `body_len` bytes (NULL is fine when `body_len` is 0).
+ * `{"x-api-key":"test_..."}`, or NULL for none; a name sent twice is passed on twice, so
+ * two `x-api-key`s are refused as over HTTP) are borrowed; `body` points at `body_len`
+ * bytes (NULL is fine when `body_len` is 0).
  *
  * Every HTTP answer, including the spec's 400/401/404 errors, is a success of this
  * call: `*http_status_out` gets the status and `*body_out` the body, NUL-terminated, to
- * be freed with [`coinorder_string_free`]. Only a bad argument is a failure.
+ * be freed with [`coinorder_string_free`]. Only a bad argument is a failure. For the
+ * response's headers too (`content-type`, `retry-after`), call
+ * [`coinorder_handle_with_headers`].
  */
 coinorder_status coinorder_handle(const struct coinorder_service *service,
                                   const char *method,
@@ -222,6 +225,24 @@ coinorder_status coinorder_handle(const struct coinorder_service *service,
                                   uint16_t *http_status_out,
                                   char **body_out,
                                   struct coinorder_error **err);
+
+/**
+ * [`coinorder_handle`], and the response's headers: `*headers_json_out` gets them as a
+ * JSON object of lower-case names to string values (`{"content-type":"application/json",
+ * "cache-control":"no-store",...}`, with `retry-after` on a rate-limited or busy answer),
+ * to be freed with [`coinorder_string_free`]. A host's HTTP server sends them with the
+ * status and body.
+ */
+coinorder_status coinorder_handle_with_headers(const struct coinorder_service *service,
+                                               const char *method,
+                                               const char *path_and_query,
+                                               const char *headers_json,
+                                               const uint8_t *body,
+                                               size_t body_len,
+                                               uint16_t *http_status_out,
+                                               char **headers_json_out,
+                                               char **body_out,
+                                               struct coinorder_error **err);
 
 /**
  * Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally

@@ -93,7 +93,9 @@ pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, MISSI
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wallets::Wallet;
-pub use wire::{parse_create_order, parse_list_query, parse_simulate, WireRequest, WireResponse, MAX_BODY_BYTES};
+pub use wire::{
+    parse_create_order, parse_list_query, parse_simulate, JsonMembers, WireRequest, WireResponse, MAX_BODY_BYTES,
+};
 pub use worker::Worker;
 
 /// Compiles the README's Rust example as a doctest, so the README cannot drift from the API.

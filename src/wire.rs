@@ -388,25 +388,44 @@ impl Members {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Members {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Members, D::Error> {
+impl From<JsonMembers> for Members {
+    fn from(sent: JsonMembers) -> Members {
+        let mut members = Members { values: Map::new(), repeated: Vec::new() };
+        for (name, value) in sent.0 {
+            if members.values.contains_key(&name) && !members.repeated.contains(&name) {
+                members.repeated.push(name.clone());
+            }
+            members.values.insert(name, value);
+        }
+        members
+    }
+}
+
+/// Every member of a JSON object in the order sent, a name sent twice kept twice: what a
+/// map (which keeps a repeated name's last value, silently) cannot tell. Deserialize it
+/// with `serde_json`; anything but an object is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonMembers(pub Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for JsonMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<JsonMembers, D::Error> {
         struct Object;
         impl<'de> serde::de::Visitor<'de> for Object {
-            type Value = Members;
+            type Value = JsonMembers;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> std::result::Result<Members, A::Error> {
-                let mut members = Members { values: Map::new(), repeated: Vec::new() };
-                while let Some((name, value)) = access.next_entry::<String, Value>()? {
-                    if members.values.contains_key(&name) && !members.repeated.contains(&name) {
-                        members.repeated.push(name.clone());
-                    }
-                    members.values.insert(name, value);
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> std::result::Result<JsonMembers, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = access.next_entry::<String, Value>()? {
+                    members.push(member);
                 }
-                Ok(members)
+                Ok(JsonMembers(members))
             }
         }
         deserializer.deserialize_map(Object)
@@ -418,7 +437,9 @@ fn parse_object(body: &[u8]) -> Result<Members> {
     if body.len() > MAX_BODY_BYTES {
         return Err(body_too_large());
     }
-    serde_json::from_slice(body).map_err(|_| Error::invalid("body", "must be a JSON object"))
+    serde_json::from_slice::<JsonMembers>(body)
+        .map(Members::from)
+        .map_err(|_| Error::invalid("body", "must be a JSON object"))
 }
 
 /// Parses the Create Order body into the typed request. Only types are checked here;

@@ -365,7 +365,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 3);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 4);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -435,6 +435,23 @@ static void test_service_open_failures(void) {
                  "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
                  "config.synchronous: must be \"full\" or \"normal\"");
     EXPECT_JSON_SHAPE(coinorder_service_open(path, "[1,2]", &svc, &err), "config_json: must be a JSON object");
+    CHECK(svc == SERVICE_SENTINEL);
+    /* Values of the right type that the service cannot use, and an option sent twice. */
+    EXPECT_ERROR(coinorder_service_open(path, "{\"payment_page_url\":\"not a url\"}", &svc, &err),
+                 "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "config.payment_page_url: must be an absolute http:// or https:// URL");
+    EXPECT_ERROR_HAS(coinorder_service_open(path, "{\"pay_currencies\":[\"DOGE\"]}", &svc, &err),
+                     "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                     "config.pay_currencies: unknown coin \"DOGE\"");
+    EXPECT_ERROR(coinorder_service_open(path, "{\"environment\":\"live\",\"environment\":\"sandbox\"}", &svc, &err),
+                 "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "config.environment: sent more than once");
+    CHECK(svc == SERVICE_SENTINEL);
+    /* A target that is not a file: each connection would see an empty database of its own. */
+    EXPECT_ERROR_HAS(coinorder_service_open("", SANDBOX, &svc, &err), "PARAMETERS_MISSING",
+                     COINORDER_ERROR_PARAMETERS_MISSING, 400, "target: must be a SQLite file path");
+    EXPECT_ERROR_HAS(coinorder_service_open(":memory:", SANDBOX, &svc, &err), "PARAMETERS_MISSING",
+                     COINORDER_ERROR_PARAMETERS_MISSING, 400, "target: must be a SQLite file path");
     CHECK(svc == SERVICE_SENTINEL);
 
     /* err == NULL: the status still comes back. */
@@ -2127,6 +2144,56 @@ static coinorder_status handle(coinorder_service *svc, const char *method, const
                             err);
 }
 
+/* coinorder_handle_with_headers: the same answer, and the headers a host's server sends. */
+static void test_handle_with_headers(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, "{\"rate_limit\":1,\"rate_burst\":1}"));
+    char headers[256];
+    snprintf(headers, sizeof headers, "{\"x-api-key\":\"%s\"}", fx.key);
+    uint16_t status = 0;
+    char *head = NULL;
+    char *out = NULL;
+
+    EXPECT_OK(coinorder_handle_with_headers(fx.svc, "GET", "/v1/orders", headers, NULL, 0, &status, &head, &out,
+                                            &err));
+    CHECK_INT_EQ(status, 200);
+    CHECK_CONTAINS(out, "\"orders\":[");
+    CHECK_CONTAINS(head, "\"content-type\":\"application/json\"");
+    CHECK_CONTAINS(head, "\"cache-control\":\"no-store\"");
+    coinorder_string_free(head);
+    coinorder_string_free(out);
+
+    /* Over the rate: the wait is in retry-after, which coinorder_handle cannot give. */
+    head = NULL;
+    out = NULL;
+    EXPECT_OK(coinorder_handle_with_headers(fx.svc, "GET", "/v1/orders", headers, NULL, 0, &status, &head, &out,
+                                            &err));
+    CHECK_INT_EQ(status, 400);
+    CHECK_CONTAINS(out, "API_LIMIT_EXCEEDED");
+    CHECK_CONTAINS(head, "\"retry-after\":\"");
+    coinorder_string_free(head);
+    coinorder_string_free(out);
+
+    /* A header name sent twice in headers_json reaches the service twice: refused as over HTTP. */
+    char twice[320];
+    snprintf(twice, sizeof twice, "{\"x-api-key\":\"bogus\",\"x-api-key\":\"%s\"}", fx.key);
+    out = NULL;
+    EXPECT_OK(handle(fx.svc, "GET", "/v1/orders", twice, NULL, &status, &out, &err));
+    CHECK_INT_EQ(status, 400);
+    CHECK_CONTAINS(out, "x-api-key: sent more than once");
+    coinorder_string_free(out);
+
+    uint16_t status_sentinel = 7;
+    out = NULL;
+    EXPECT_NULL_ARG(coinorder_handle_with_headers(fx.svc, "GET", "/v1/orders", headers, NULL, 0, &status_sentinel,
+                                                  NULL, &out, &err),
+                    "headers_json_out");
+    CHECK_INT_EQ(status_sentinel, 7);
+    CHECK(out == NULL);
+    fixture_close(&fx);
+}
+
 static void test_handle(void) {
     coinorder_error *err;
     struct fixture fx;
@@ -2434,6 +2501,7 @@ int main(void) {
         {"watch_chain_due (no chain; a refused endpoint, redacted, backs off)", test_watch_chain_due},
         {"signature_verify (Standard Webhooks test vector)", test_signature_verify},
         {"handle (201/200/400/401/404, headers)", test_handle},
+        {"handle_with_headers (content-type, retry-after; a header sent twice)", test_handle_with_headers},
         {"err NULL still returns the status", test_err_null_still_returns_status},
         {"errors are independent objects", test_errors_are_independent_objects},
     };

@@ -163,6 +163,16 @@ pub fn json_object(text: &str, argument: &str) -> Result<serde_json::Map<String,
     }
 }
 
+/// The members of a JSON object argument in the order sent, a name sent twice kept twice
+/// (a map would keep only its last value, silently); anything but an object is
+/// `COINORDER_INVALID_JSON` naming the argument.
+pub fn json_members(text: &str, argument: &str) -> Result<Vec<(String, Value)>, CallError> {
+    json_object(text, argument)?; // the syntax error, or "must be a JSON object"
+    serde_json::from_str::<coinorder::JsonMembers>(text)
+        .map(|members| members.0)
+        .map_err(|e| CallError::invalid_json(argument, format!("is not valid JSON ({e})")))
+}
+
 /// Copies a Rust string into a C string the caller frees with `coinorder_string_free`.
 pub fn c_string(text: String) -> Result<CString, CallError> {
     // JSON escapes NUL; only a page body could hold one, and none does.

@@ -22,13 +22,13 @@ use coinorder::money::Decimal;
 use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
 
-use ffi::{bytes, guard, json_object, json_out, json_text_out, need, opt_text, out, text, CallError};
+use ffi::{bytes, guard, json_members, json_object, json_out, json_text_out, need, opt_text, out, text, CallError};
 pub use ffi::{coinorder_error, coinorder_status};
 
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 3;
+pub const COINORDER_ABI_VERSION: u32 = 4;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -77,7 +77,15 @@ pub unsafe extern "C" fn coinorder_service_open(
         need(service_out, "service_out")?;
         let target = text(target, "target")?;
         let options = match opt_text(config_json, "config_json")? {
-            Some(text) => Value::Object(json_object(text, "config_json")?),
+            Some(text) => {
+                let mut options = serde_json::Map::new();
+                for (name, value) in json_members(text, "config_json")? {
+                    if options.insert(name.clone(), value).is_some() {
+                        return Err(coinorder::Error::invalid(format!("config.{name}"), "sent more than once").into());
+                    }
+                }
+                Value::Object(options)
+            }
             None => Value::Null,
         };
         let config = Config::from_options(&options)?;
@@ -102,12 +110,15 @@ pub unsafe extern "C" fn coinorder_service_close(service: *mut coinorder_service
 ///
 /// `method` (e.g. `"POST"`), `path_and_query` (e.g. `"/v1/orders?limit=5"`) and
 /// `headers_json` (a JSON object of header names to string values, e.g.
-/// `{"x-api-key":"test_..."}`, or NULL for none) are borrowed; `body` points at
-/// `body_len` bytes (NULL is fine when `body_len` is 0).
+/// `{"x-api-key":"test_..."}`, or NULL for none; a name sent twice is passed on twice, so
+/// two `x-api-key`s are refused as over HTTP) are borrowed; `body` points at `body_len`
+/// bytes (NULL is fine when `body_len` is 0).
 ///
 /// Every HTTP answer, including the spec's 400/401/404 errors, is a success of this
 /// call: `*http_status_out` gets the status and `*body_out` the body, NUL-terminated, to
-/// be freed with [`coinorder_string_free`]. Only a bad argument is a failure.
+/// be freed with [`coinorder_string_free`]. Only a bad argument is a failure. For the
+/// response's headers too (`content-type`, `retry-after`), call
+/// [`coinorder_handle_with_headers`].
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_handle(
     service: *const coinorder_service,
@@ -123,24 +134,73 @@ pub unsafe extern "C" fn coinorder_handle(
     guard(err, || {
         need(http_status_out, "http_status_out")?;
         need(body_out, "body_out")?;
-        let service = service_ref(service)?;
-        let mut request = WireRequest::new(text(method, "method")?, text(path_and_query, "path_and_query")?);
-        if let Some(headers) = opt_text(headers_json, "headers_json")? {
-            for (name, value) in &json_object(headers, "headers_json")? {
-                let value = value
-                    .as_str()
-                    .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
-                request = request.header(name, value);
-            }
-        }
-        request = request.body(bytes(body, body_len, "body")?);
-        let response = service.handle(&request);
+        let response = handle_request(service, method, path_and_query, headers_json, body, body_len)?;
         // Every body the service renders is UTF-8 text (JSON or the payment page).
         let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
         out(body_out, "body_out", body.into_raw())?;
         *http_status_out = response.status;
         Ok(())
     })
+}
+
+/// [`coinorder_handle`], and the response's headers: `*headers_json_out` gets them as a
+/// JSON object of lower-case names to string values (`{"content-type":"application/json",
+/// "cache-control":"no-store",...}`, with `retry-after` on a rate-limited or busy answer),
+/// to be freed with [`coinorder_string_free`]. A host's HTTP server sends them with the
+/// status and body.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_handle_with_headers(
+    service: *const coinorder_service,
+    method: *const c_char,
+    path_and_query: *const c_char,
+    headers_json: *const c_char,
+    body: *const u8,
+    body_len: usize,
+    http_status_out: *mut u16,
+    headers_json_out: *mut *mut c_char,
+    body_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(http_status_out, "http_status_out")?;
+        need(headers_json_out, "headers_json_out")?;
+        need(body_out, "body_out")?;
+        let response = handle_request(service, method, path_and_query, headers_json, body, body_len)?;
+        let headers: serde_json::Map<String, Value> =
+            response.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect();
+        let headers = ffi::c_string(Value::Object(headers).to_string())?;
+        let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
+        out(headers_json_out, "headers_json_out", headers.into_raw())?;
+        out(body_out, "body_out", body.into_raw())?;
+        *http_status_out = response.status;
+        Ok(())
+    })
+}
+
+/// The request of [`coinorder_handle`] from its arguments, answered.
+///
+/// # Safety
+/// As [`coinorder_handle`]'s arguments.
+unsafe fn handle_request(
+    service: *const coinorder_service,
+    method: *const c_char,
+    path_and_query: *const c_char,
+    headers_json: *const c_char,
+    body: *const u8,
+    body_len: usize,
+) -> Result<coinorder::WireResponse, CallError> {
+    let service = service_ref(service)?;
+    let mut request = WireRequest::new(text(method, "method")?, text(path_and_query, "path_and_query")?);
+    if let Some(headers) = opt_text(headers_json, "headers_json")? {
+        for (name, value) in json_members(headers, "headers_json")? {
+            let value = value
+                .as_str()
+                .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
+            request = request.header(&name, value);
+        }
+    }
+    request = request.body(bytes(body, body_len, "body")?);
+    Ok(service.handle(&request))
 }
 
 /// Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally
