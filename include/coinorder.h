@@ -517,7 +517,8 @@ coinorder_status coinorder_event_deliveries(const struct coinorder_service *serv
  *
  * `*rate_json_out` gets the rate as stored:
  * `{"environment","crypto","fiat","rate","valid_until","updated_at"}` (`valid_until`
- * null when 0 was given). An unknown coin or fiat code, or a rate not above 0, fails with
+ * null when 0 was given). An unknown coin or fiat code, a rate not above 0, or a
+ * `valid_until_unix` already past or after the year 9999, fails with
  * `PARAMETERS_MISSING` naming it.
  */
 coinorder_status coinorder_rate_set(const struct coinorder_service *service,

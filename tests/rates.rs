@@ -112,6 +112,25 @@ fn a_rate_changed_by_another_service_or_program_is_quoted_by_the_next_create() {
 }
 
 #[test]
+fn a_rate_that_would_never_be_used_or_shown_is_refused() {
+    let h = harness();
+    let now = now_ms(&h);
+    for (until, rule) in [
+        (now, "valid_until: must be in the future (a rate past it is never used)"),
+        (-5_000, "valid_until: must be in the future (a rate past it is never used)"),
+        (i64::MIN, "valid_until: must be in the future (a rate past it is never used)"),
+        (253_402_300_800_000, "valid_until: must be before the year 10000"),
+        (i64::MAX, "valid_until: must be before the year 10000"),
+    ] {
+        let refused = h.svc.set_rate("USDT", "USD", dec("2"), Some(Timestamp(until))).expect_err("refused");
+        assert_eq!((refused.error_code(), refused.to_string()), ("PARAMETERS_MISSING", rule.to_string()), "{until}");
+    }
+    assert!(h.svc.list_rates().expect("list").is_empty(), "nothing stored");
+    let last = h.svc.set_rate("USDT", "USD", dec("2"), Some(Timestamp(253_402_300_799_999))).expect("the last ms");
+    assert_eq!(last.valid_until.map(Timestamp::to_iso).as_deref(), Some("9999-12-31T23:59:59.999Z"));
+}
+
+#[test]
 fn an_expired_rate_falls_back() {
     // Sandbox: back to the built-in test rate.
     let h = harness();

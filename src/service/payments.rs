@@ -500,6 +500,18 @@ impl Service {
         if rate <= Decimal::ZERO {
             return Err(Error::invalid("rate", "must be greater than 0"));
         }
+        // A rate past its end is never used: setting one is a mistake to report, not a
+        // row to keep. Past the year 9999 a time has no ISO 8601 form to show.
+        const LAST_SHOWN_MS: i64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+        match valid_until {
+            Some(until) if until <= self.now() => {
+                return Err(Error::invalid("valid_until", "must be in the future (a rate past it is never used)"))
+            }
+            Some(until) if until.as_millis() > LAST_SHOWN_MS => {
+                return Err(Error::invalid("valid_until", "must be before the year 10000"))
+            }
+            _ => {}
+        }
         let rate = Rate {
             environment: self.environment(),
             crypto: crypto.to_string(),

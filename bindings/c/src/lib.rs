@@ -691,7 +691,8 @@ pub unsafe extern "C" fn coinorder_event_deliveries(
 ///
 /// `*rate_json_out` gets the rate as stored:
 /// `{"environment","crypto","fiat","rate","valid_until","updated_at"}` (`valid_until`
-/// null when 0 was given). An unknown coin or fiat code, or a rate not above 0, fails with
+/// null when 0 was given). An unknown coin or fiat code, a rate not above 0, or a
+/// `valid_until_unix` already past or after the year 9999, fails with
 /// `PARAMETERS_MISSING` naming it.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_rate_set(
