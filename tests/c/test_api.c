@@ -1204,9 +1204,12 @@ static void test_payments(void) {
     EXPECT_BAD_UTF8(coinorder_payment_record(fx.svc, order_id, BAD_UTF8, amount, false, &out, &err), "txid");
     EXPECT_BAD_UTF8(coinorder_payment_record(fx.svc, order_id, txid, BAD_UTF8, false, &out, &err), "amount");
     EXPECT_ERROR(coinorder_payment_record(fx.svc, order_id, txid, "abc", false, &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "amount: must be a decimal number, e.g. \"0.5\"");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "amount: must be a decimal number, got \"abc\"");
     EXPECT_ERROR(coinorder_payment_record(fx.svc, order_id, txid, "", false, &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "amount: must be a decimal number, e.g. \"0.5\"");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "amount: must be a decimal number, got \"\"");
+    /* The core's one parser of amounts, as over HTTP: `+`, `_` and a bare `.` are typos. */
+    EXPECT_ERROR(coinorder_payment_record(fx.svc, order_id, txid, "+1", false, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "amount: must be a decimal number, got \"+1\"");
     EXPECT_ERROR(coinorder_payment_record(fx.svc, "no-such-order", txid, amount, false, &out, &err),
                  "ORDER_NOT_VALID", COINORDER_ERROR_ORDER_NOT_VALID, 400, "order not found");
     CHECK(out == SENTINEL);
@@ -1765,7 +1768,12 @@ static void test_rates(void) {
     EXPECT_NULL_ARG(coinorder_rate_set(fx.svc, "BTC", "USD", "1", 0, NULL, &err), "rate_json_out");
     EXPECT_BAD_UTF8(coinorder_rate_set(fx.svc, BAD_UTF8, "USD", "1", 0, &out, &err), "crypto");
     EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "1,5", 0, &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be a decimal number, e.g. \"64250.5\"");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be a decimal number, got \"1,5\"");
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "3000", -1, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "valid_until: must be in the future (a rate past it is never used)");
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "3000", INT64_MAX, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "valid_until: must be before the year 10000");
     EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", "0", 0, &out, &err), "PARAMETERS_MISSING",
                  COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be greater than 0");
     EXPECT_ERROR(coinorder_rate_set(fx.svc, "DOGE", "USD", "1", 0, &out, &err), "PARAMETERS_MISSING",
@@ -1787,7 +1795,7 @@ static void test_rates(void) {
     coinorder_string_free(out);
     /* valid_until_unix is seconds. */
     out = NULL;
-    EXPECT_OK(coinorder_rate_set(fx.svc, "ETH", "EUR", "3000", 4102444800, &out, &err));
+    EXPECT_OK(coinorder_rate_set(fx.svc, "ETH", "EUR", "3e3", 4102444800, &out, &err));
     CHECK_CONTAINS(out, "\"rate\":3000,\"valid_until\":\"2100-01-01T00:00:00.000Z\"");
     coinorder_string_free(out);
 

@@ -18,7 +18,6 @@ mod ffi;
 use std::ffi::{c_char, CStr};
 use std::ptr;
 
-use coinorder::money::Decimal;
 use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
 
@@ -498,9 +497,9 @@ pub unsafe extern "C" fn coinorder_payment_record(
     guard(err, || {
         need(outcome_json_out, "outcome_json_out")?;
         let service = service_ref(service)?;
-        let amount = text(amount, "amount")?;
-        let amount = Decimal::from_str_exact(amount.trim())
-            .map_err(|_| coinorder::Error::invalid("amount", "must be a decimal number, e.g. \"0.5\""))?;
+        // The core's one parser of amounts (as Python's and the HTTP body's), around
+        // which C text may carry spaces, as from a file.
+        let amount = coinorder::money::parse_decimal("amount", text(amount, "amount")?.trim())?;
         let outcome = service.record_payment(text(order_id, "order_id")?, text(txid, "txid")?, amount, confirmed)?;
         json_out(outcome_json_out, "outcome_json_out", &render::payment_outcome(&outcome))
     })
@@ -708,8 +707,7 @@ pub unsafe extern "C" fn coinorder_rate_set(
         need(rate_json_out, "rate_json_out")?;
         let service = service_ref(service)?;
         let (crypto, fiat) = (text(crypto, "crypto")?, text(fiat, "fiat")?);
-        let rate = Decimal::from_str_exact(text(rate, "rate")?.trim())
-            .map_err(|_| coinorder::Error::invalid("rate", "must be a decimal number, e.g. \"64250.5\""))?;
+        let rate = coinorder::money::parse_decimal("rate", text(rate, "rate")?.trim())?;
         let valid_until = match valid_until_unix {
             0 => None,
             seconds => Some(Timestamp(seconds.saturating_mul(1000))),
