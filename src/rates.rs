@@ -92,7 +92,8 @@ pub fn builtin_rate(environment: Environment, coin: &str, fiat: &str) -> Option<
         Some((_, mantissa, scale)) => Decimal::new(*mantissa, *scale),
         None => Decimal::from(SANDBOX_OTHER_FIAT_PER_USD),
     };
-    Decimal::from(usd_per_coin).checked_mul(fiat_per_usd)
+    // Normalized as a stored rate is (`1000 × 0.9` is `900`, not `900.0`).
+    Decimal::from(usd_per_coin).checked_mul(fiat_per_usd).map(|rate| rate.normalize())
 }
 
 /// A live source of exchange rates the host plugs in (a price feed, its own cache...).
@@ -115,6 +116,9 @@ mod tests {
         assert_eq!(builtin_rate(Environment::Sandbox, "USDT", "MXN"), Some(Decimal::from(18)));
         assert_eq!(builtin_rate(Environment::Sandbox, "BTC", "ISK"), Some(Decimal::from(10_000)));
         assert_eq!(builtin_rate(Environment::Sandbox, "XYZ", "USD"), None);
+        // Shown as stored rates are: no trailing zeros from the product's scale.
+        let eth_eur = builtin_rate(Environment::Sandbox, "ETH", "EUR").map(|rate| rate.to_string());
+        assert!(eth_eur.as_deref().is_some_and(|text| !text.ends_with(".0")), "{eth_eur:?}");
     }
 
     #[test]

@@ -105,7 +105,8 @@ impl Service {
     /// The host's rate source's rate, when it has a usable one.
     pub(crate) fn host_rate(&self, crypto: &str, fiat: &str) -> Option<Decimal> {
         let source = self.config().rate_source.as_ref()?;
-        source.rate(crypto, fiat).filter(|r| *r > Decimal::ZERO)
+        // Normalized as a stored rate is, so `900.0` from a feed shows as `900`.
+        source.rate(crypto, fiat).filter(|r| *r > Decimal::ZERO).map(|r| r.normalize())
     }
 
     /// The rate the table's `row` gives at `now` (unless expired), else the sandbox's
