@@ -130,16 +130,8 @@ pub unsafe extern "C" fn coinorder_handle(
     body_out: *mut *mut c_char,
     err: *mut *mut coinorder_error,
 ) -> coinorder_status {
-    guard(err, || {
-        need(http_status_out, "http_status_out")?;
-        need(body_out, "body_out")?;
-        let response = handle_request(service, method, path_and_query, headers_json, body, body_len)?;
-        // Every body the service renders is UTF-8 text (JSON or the payment page).
-        let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
-        out(body_out, "body_out", body.into_raw())?;
-        *http_status_out = response.status;
-        Ok(())
-    })
+    let request = HandleArgs { service, method, path_and_query, headers_json, body, body_len };
+    handle_into(request, http_status_out, None, body_out, err)
 }
 
 /// [`coinorder_handle`], and the response's headers: `*headers_json_out` gets them as a
@@ -160,46 +152,62 @@ pub unsafe extern "C" fn coinorder_handle_with_headers(
     body_out: *mut *mut c_char,
     err: *mut *mut coinorder_error,
 ) -> coinorder_status {
-    guard(err, || {
-        need(http_status_out, "http_status_out")?;
-        need(headers_json_out, "headers_json_out")?;
-        need(body_out, "body_out")?;
-        let response = handle_request(service, method, path_and_query, headers_json, body, body_len)?;
-        let headers: serde_json::Map<String, Value> =
-            response.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect();
-        let headers = ffi::c_string(Value::Object(headers).to_string())?;
-        let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
-        out(headers_json_out, "headers_json_out", headers.into_raw())?;
-        out(body_out, "body_out", body.into_raw())?;
-        *http_status_out = response.status;
-        Ok(())
-    })
+    let request = HandleArgs { service, method, path_and_query, headers_json, body, body_len };
+    handle_into(request, http_status_out, Some(headers_json_out), body_out, err)
 }
 
-/// The request of [`coinorder_handle`] from its arguments, answered.
-///
-/// # Safety
-/// As [`coinorder_handle`]'s arguments.
-unsafe fn handle_request(
+/// The request arguments of [`coinorder_handle`], borrowed as the caller passed them.
+struct HandleArgs {
     service: *const coinorder_service,
     method: *const c_char,
     path_and_query: *const c_char,
     headers_json: *const c_char,
     body: *const u8,
     body_len: usize,
-) -> Result<coinorder::WireResponse, CallError> {
-    let service = service_ref(service)?;
-    let mut request = WireRequest::new(text(method, "method")?, text(path_and_query, "path_and_query")?);
-    if let Some(headers) = opt_text(headers_json, "headers_json")? {
-        for (name, value) in json_members(headers, "headers_json")? {
-            let value = value
-                .as_str()
-                .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
-            request = request.header(&name, value);
+}
+
+/// [`coinorder_handle_with_headers`], the headers written only when `headers_json_out`
+/// is given (`None` for [`coinorder_handle`]).
+///
+/// # Safety
+/// As [`coinorder_handle_with_headers`]'s arguments.
+unsafe fn handle_into(
+    args: HandleArgs,
+    http_status_out: *mut u16,
+    headers_json_out: Option<*mut *mut c_char>,
+    body_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(http_status_out, "http_status_out")?;
+        if let Some(headers_json_out) = headers_json_out {
+            need(headers_json_out, "headers_json_out")?;
         }
-    }
-    request = request.body(bytes(body, body_len, "body")?);
-    Ok(service.handle(&request))
+        need(body_out, "body_out")?;
+        let service = service_ref(args.service)?;
+        let mut request = WireRequest::new(text(args.method, "method")?, text(args.path_and_query, "path_and_query")?);
+        if let Some(headers) = opt_text(args.headers_json, "headers_json")? {
+            for (name, value) in json_members(headers, "headers_json")? {
+                let value = value
+                    .as_str()
+                    .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
+                request = request.header(&name, value);
+            }
+        }
+        let response = service.handle(&request.body(bytes(args.body, args.body_len, "body")?));
+        let headers: serde_json::Map<String, Value> =
+            response.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect();
+        let headers = ffi::c_string(Value::Object(headers).to_string())?;
+        // Every body the service renders is UTF-8 text (JSON or the payment page).
+        let body = ffi::c_string(String::from_utf8_lossy(&response.body).into_owned())?;
+        // Both made before either is handed out, so a failure leaves the caller nothing to free.
+        if let Some(headers_json_out) = headers_json_out {
+            out(headers_json_out, "headers_json_out", headers.into_raw())?;
+        }
+        out(body_out, "body_out", body.into_raw())?;
+        *http_status_out = response.status;
+        Ok(())
+    })
 }
 
 /// Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally
