@@ -278,6 +278,12 @@ pub trait Observer: Send + Sync + fmt::Debug {
     /// A webhook attempt for event `event_id` ended and was recorded; `outcome` is what
     /// became of the event: `delivered`, `retrying` or `failed`.
     fn webhook_attempted(&self, _event_id: &str, _attempt: &crate::WebhookAttempt, _outcome: &str) {}
+
+    /// Attempt number `attempt` at payment-link e-mail `email_id` (of order `order_id`)
+    /// ended and was recorded; `outcome` is what became of it: `sent`, `retrying` or
+    /// `failed`, with the SMTP server's or coinorder's reason in `error` when it was not
+    /// sent. The recipient's address is not passed: logs should not collect it.
+    fn email_attempted(&self, _email_id: &str, _order_id: &str, _attempt: i64, _outcome: &str, _error: Option<&str>) {}
 }
 
 /// What only a SQLite file has: [`Config::sqlite`].

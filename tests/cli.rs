@@ -2103,9 +2103,11 @@ fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
     // Webhooks go to a port nothing listens on: each attempt fails and is logged.
     run_json(dir, &["keys", "set-webhook", &key_id, "http://127.0.0.1:9/hook"]);
 
-    let (server, addr) = ServeProcess::start(dir, &["--invoice-ttl", "1"]);
+    // So does the payment-link e-mail, to an SMTP port nothing listens on either.
+    let (server, addr) = ServeProcess::start(dir, &["--invoice-ttl", "1", "--smtp-url", "smtp://127.0.0.1:9"]);
     let agent = agent();
-    let (status, body) = post_order(&agent, &addr, &key, r#"{"currency":"USD","amount":5}"#);
+    let order = r#"{"currency":"USD","amount":5,"customer_email":"buyer@shop.example"}"#;
+    let (status, body) = post_order(&agent, &addr, &key, order);
     assert_eq!(status, 201, "{body}");
     let order_id = body["data"]["order_id"].as_str().expect("id").to_string();
     let listed = agent.get(&format!("http://{addr}/v1/orders?limit=1")).header("x-api-key", &key).call();
@@ -2128,6 +2130,9 @@ fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
             && log.contains("(retrying)"),
         "{log}"
     );
+    // The e-mail's attempt, with the reason it was not sent, never the customer's address.
+    assert!(log.contains(" email ") && log.contains(&format!("attempt 1 for order {order_id} -> ")), "{log}");
+    assert!(!log.contains("buyer@shop.example"), "{log}");
 }
 
 #[test]

@@ -692,9 +692,9 @@ struct ServeArgs {
     /// Unix only. Also `allow_open_permissions = true` in [server] of --config.
     #[arg(long)]
     allow_open_permissions: bool,
-    /// How `serve` logs, on stderr: `text` (one line per request, event, webhook attempt
-    /// and expiry run; default) or `json` (one JSON object per line, with `kind` set to
-    /// `request`, `event`, `webhook`, `expiry`, `chain` or `notice`).
+    /// How `serve` logs, on stderr: `text` (one line per request, event, webhook attempt,
+    /// e-mail attempt and expiry run; default) or `json` (one JSON object per line, with
+    /// `kind` set to `request`, `event`, `webhook`, `email`, `expiry`, `chain` or `notice`).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Log only failures and warnings: no line per request, event, attempt or expiry run.
@@ -724,8 +724,9 @@ enum LogFormat {
 }
 
 /// `serve`'s log of what its background work does: events as they are written, webhook
-/// attempts (as the library's [`coinorder::Observer`]) and expiry runs. Nothing secret
-/// is ever logged: ids, types, states, URLs and HTTP statuses.
+/// and e-mail attempts (as the library's [`coinorder::Observer`]) and expiry runs.
+/// Nothing secret is ever logged: ids, types, states, URLs and HTTP statuses (and no
+/// customer's e-mail address).
 #[derive(Debug, Clone, Copy)]
 struct ServeLog {
     format: LogFormat,
@@ -806,6 +807,21 @@ impl coinorder::Observer for ServeLog {
                 "error": attempt.error,
                 "latency_ms": attempt.latency_ms,
                 "outcome": outcome,
+            }),
+        );
+    }
+
+    fn email_attempted(&self, email_id: &str, order_id: &str, attempt: i64, outcome: &str, error: Option<&str>) {
+        let reason = error.map(|error| format!(": {error}")).unwrap_or_default();
+        self.line(
+            "email",
+            &format!("{email_id} attempt {attempt} for order {order_id} -> {outcome}{reason}"),
+            json!({
+                "email_id": email_id,
+                "order_id": order_id,
+                "attempt": attempt,
+                "outcome": outcome,
+                "error": error,
             }),
         );
     }

@@ -1,7 +1,7 @@
 //! The service's payment-link e-mails: listing and sending them, over the outbox engine
 //! of [`crate::delivery`] and the messages of [`crate::mail`].
 
-use crate::delivery::{Outbox, Outcome};
+use crate::delivery::{Outbox, Outcome, Settled};
 use crate::error::Result;
 use crate::keys;
 use lettre::SmtpTransport;
@@ -67,6 +67,20 @@ impl Service {
                 self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome, self.now());
             self.store.write_outbox(|db| db.finish_attempt(&result))?;
             report.count(&result.settled);
+            if let Some(observer) = &self.config().observer {
+                let outcome = match result.settled {
+                    Settled::Done => "sent",
+                    Settled::Retry { .. } => "retrying",
+                    Settled::Failed(_) | Settled::NoTarget => "failed",
+                };
+                observer.email_attempted(
+                    &email.email_id,
+                    &email.order_id,
+                    email.attempts,
+                    outcome,
+                    result.settled.error(),
+                );
+            }
         }
         Ok(report)
     }
