@@ -346,10 +346,16 @@ impl Config {
     }
 
     /// The key file a service over the database at `database` uses: [`Config::secret_key_path`],
-    /// else `<database>.key`. Hosts that check or back up the file ask here rather than
-    /// repeat the rule.
+    /// else `<database>.key` (beside the file a symbolic link points at). Hosts that check
+    /// or back up the file ask here rather than repeat the rule.
     pub fn secret_key_path_for(&self, database: &std::path::Path) -> std::path::PathBuf {
         self.secret_key_path.clone().unwrap_or_else(|| {
+            // Beside the file itself: a database reached through a symbolic link keeps
+            // the one key file, not one per link.
+            let database = match database.is_symlink() {
+                true => std::fs::canonicalize(database).unwrap_or_else(|_| database.to_path_buf()),
+                false => database.to_path_buf(),
+            };
             let mut name = database.as_os_str().to_owned();
             name.push(".key");
             std::path::PathBuf::from(name)

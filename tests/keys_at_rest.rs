@@ -245,3 +245,46 @@ fn a_new_database_and_its_key_file_are_private_to_their_owner() {
         assert_eq!(mode & 0o077, 0, "{} is mode {:o}", path.display(), mode & 0o777);
     }
 }
+
+#[test]
+fn a_database_with_secrets_refuses_a_missing_or_foreign_key_file_and_links_share_the_file() {
+    if on_postgres() {
+        return; // the key file of PostgreSQL is named by the operator and never created
+    }
+    let config = || coinorder::Config::new(Environment::Sandbox);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let key_file = dir.path().join("shop.db.key");
+    let svc = Service::open(&db, config()).expect("open");
+    let created =
+        svc.create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None }).expect("key");
+    drop(svc);
+    let original = std::fs::read(&key_file).expect("key file");
+
+    // Missing: refused, and no new key file is made (it could not read the secrets).
+    std::fs::remove_file(&key_file).expect("remove key file");
+    let missing = Service::open(&db, config()).expect_err("a missing key file is refused");
+    assert!(matches!(missing.kind(), coinorder::ErrorKind::SecretStore(_)), "{missing:?}");
+    assert!(missing.to_string().contains("is missing, but this database holds webhook secrets"), "{missing}");
+    assert!(!key_file.exists(), "no key file was made");
+
+    // Another database's key file: refused too.
+    let other = dir.path().join("other.db");
+    drop(Service::open(&other, config()).expect("other"));
+    std::fs::copy(dir.path().join("other.db.key"), &key_file).expect("copy the other key file");
+    let foreign = Service::open(&db, config()).expect_err("a foreign key file is refused");
+    assert!(foreign.to_string().contains("opens none of this database's webhook secrets"), "{foreign}");
+
+    // The right one back: open, and the secret is the one shown at creation.
+    std::fs::write(&key_file, &original).expect("restore key file");
+    let svc = Service::open(&db, config()).expect("reopen with the right key file");
+    let rotated = svc.rotate_key_webhook_secret(&created.key.id).expect("secrets readable and writable");
+    assert!(rotated.expose().starts_with("whsec_"));
+    drop(svc);
+
+    // Through a symbolic link: the key file beside the real file, not a new one per link.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&db, &link).expect("symlink");
+    drop(Service::open(&link, config()).expect("open through the link"));
+    assert!(!dir.path().join("link.db.key").exists(), "no key file for the link");
+}

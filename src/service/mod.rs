@@ -234,7 +234,7 @@ impl Service {
             (StoreTarget::Postgres(_), Some(path)) => path.clone(),
         };
         let store = Store::open(&target, StoreOptions { sqlite: config.sqlite, busy_timeout: config.busy_timeout })?;
-        let secrets = SecretBox::open_or_create(&key_path)?;
+        let secrets = Self::open_key_file(&store, &key_path)?;
         Ok(Service {
             http: crate::delivery::http_agent(
                 config.webhook_timeout,
@@ -255,6 +255,33 @@ impl Service {
             admitted_keys: admitted::AdmittedKeys::default(),
             chain_state: chain::WatchState::default(),
         })
+    }
+
+    /// The key file that opens `store`'s webhook secrets: created when missing only while
+    /// the database holds none. A new key could not read the secrets already sealed, so
+    /// every webhook of their keys would fail at its first attempt, long after the open
+    /// that could have said why: a missing or another database's key file is refused here.
+    fn open_key_file(store: &Store, path: &Path) -> Result<SecretBox> {
+        /// Secrets tried at open: enough for any store's keys, cheap to decrypt.
+        const CHECKED: i64 = 1_000;
+        let sealed = store.read(|db| db.sealed_secrets(CHECKED))?;
+        if !sealed.is_empty() && !path.exists() {
+            return Err(Error::new(ErrorKind::SecretStore(format!(
+                "the key file {} is missing, but this database holds webhook secrets sealed with one: \
+                 restore the key file backed up with the database, or name it (secret_key_file, \
+                 --secret-key-file); a new key could not read them",
+                path.display()
+            ))));
+        }
+        let secrets = SecretBox::open_or_create(path)?;
+        if !sealed.is_empty() && !sealed.iter().any(|one| secrets.open(one).is_ok()) {
+            return Err(Error::new(ErrorKind::SecretStore(format!(
+                "the key file {} opens none of this database's webhook secrets: it belongs to another \
+                 database or was replaced; use the key file made with this database",
+                path.display()
+            ))));
+        }
+        Ok(secrets)
     }
 
     /// The configuration the service runs with.

@@ -382,6 +382,9 @@ dispatch! {
     fn delete_key(id: &str, now: Timestamp) -> Result<bool>;
     /// The webhook URL and sealed signing secret of a live or deleted key.
     fn signing_key(id: &str) -> Result<Option<(Option<String>, String)>>;
+    /// Up to `limit` sealed signing secrets of live or deleted keys: what tells at open
+    /// whether the key file is the one they were sealed with.
+    fn sealed_secrets(limit: i64) -> Result<Vec<String>>;
 
     // Payments, events and rates (`payments.rs`).
 

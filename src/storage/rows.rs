@@ -219,6 +219,11 @@ pub(super) fn key(row: &dyn RowValues) -> Result<KeyRow> {
     })
 }
 
+/// A row of `webhook_secret_enc`.
+pub(super) fn sealed_secret(row: &dyn RowValues) -> Result<String> {
+    row.text(0)
+}
+
 /// A row of `webhook_url, webhook_secret_enc` (of a live or a retired key).
 pub(super) fn signing_key(row: &dyn RowValues) -> Result<(Option<String>, String)> {
     Ok((row.opt_text(0)?, row.text(1)?))

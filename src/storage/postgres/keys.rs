@@ -96,6 +96,17 @@ impl PgConn {
         Ok(changed == 1)
     }
 
+    pub(crate) fn sealed_secrets(&self, limit: i64) -> Result<Vec<String>> {
+        self.query(
+            "SELECT webhook_secret_enc FROM api_keys
+                 UNION ALL
+                 SELECT webhook_secret_enc FROM retired_keys
+                 LIMIT $1",
+            &[&limit],
+            rows::sealed_secret,
+        )
+    }
+
     pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
         // An explicit order: PostgreSQL does not promise that UNION ALL keeps its
         // branches' order, so the live key is preferred by `pick`, not by position.

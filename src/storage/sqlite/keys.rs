@@ -142,6 +142,17 @@ impl SqliteConn<'_> {
         Ok(changed == 1)
     }
 
+    pub(crate) fn sealed_secrets(&self, limit: i64) -> Result<Vec<String>> {
+        self.query(
+            "SELECT webhook_secret_enc FROM api_keys
+                 UNION ALL
+                 SELECT webhook_secret_enc FROM retired_keys
+                 LIMIT :limit",
+            named_params! {":limit": limit},
+            rows::sealed_secret,
+        )
+    }
+
     pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
         self.query_opt(
             "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
