@@ -41,22 +41,32 @@ const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 /// Orders breaks ties of `created_at` by id, newest first): a later id of the same
 /// millisecond is the one before plus a random step of up to 2^40, so ids stay
 /// unguessable from their neighbours (RFC 9562 §6.2, method 2 with a random increment).
+/// Each millisecond keeps its own last id: threads whose clocks were read a moment apart
+/// (or services on clocks of their own) interleave without breaking one another's order.
 fn time_ordered_id(now: Timestamp) -> String {
-    /// The last id's millisecond and 74 random bits, for the next id of that millisecond.
-    static LAST: std::sync::Mutex<(u64, u128)> = std::sync::Mutex::new((0, 0));
+    /// The last random bits given out in each recent millisecond.
+    static LAST: std::sync::Mutex<Option<HashMap<u64, u128>>> = std::sync::Mutex::new(None);
+    /// Milliseconds remembered before the memory starts afresh: far more than threads
+    /// can make ids in at once, so only an idle millisecond is ever forgotten.
+    const REMEMBERED: usize = 4096;
     const RANDOM_BITS: u32 = 74;
     const MAX_RANDOM: u128 = (1 << RANDOM_BITS) - 1;
     let ms = u64::try_from(now.as_millis()).unwrap_or(0);
     let fresh = rand::random::<u128>() & MAX_RANDOM;
     let random = {
-        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = guard.get_or_insert_with(HashMap::new);
+        if last.len() >= REMEMBERED && !last.contains_key(&ms) {
+            last.clear();
+        }
         let step = 1 + u128::from(rand::random::<u64>() >> 24);
-        let random = match last.1.checked_add(step) {
-            // Past the top of the 74 bits (2^-34 of the time): a fresh draw, out of order.
-            Some(next) if last.0 == ms && next <= MAX_RANDOM => next,
+        let random = match last.get(&ms).and_then(|before| before.checked_add(step)) {
+            Some(next) if next <= MAX_RANDOM => next,
+            // The first id of its millisecond; or past the top of the 74 bits (2^-34 of
+            // the time): a fresh draw, out of order.
             _ => fresh,
         };
-        *last = (ms, random);
+        last.insert(ms, random);
         random
     };
     // rand_a (12 bits) then rand_b (62 bits), where `Builder` puts them, most significant first.
@@ -983,9 +993,15 @@ mod tests {
         }
         assert!(earlier < later, "{earlier} < {later}");
         assert_ne!(earlier, same_ms, "random bits keep ids of one millisecond apart");
-        // Ids of one millisecond sort in the order they were made, and never repeat.
+        // Ids of one millisecond sort in the order they were made, and never repeat, also
+        // when ids of other milliseconds are made in between.
         let ms = Timestamp(1_795_326_682_200);
-        let made: Vec<String> = (0..1000).map(|_| time_ordered_id(ms)).collect();
+        let made: Vec<String> = (0..1000)
+            .map(|n| {
+                let _between = time_ordered_id(Timestamp(1_795_326_682_200 + (n % 3) - 1));
+                time_ordered_id(ms)
+            })
+            .collect();
         assert!(made.windows(2).all(|pair| pair[0] < pair[1]), "ids of one millisecond out of order");
         let parsed = uuid::Uuid::parse_str(&made[999]).expect("a UUID");
         assert_eq!(parsed.get_version_num(), 7);
