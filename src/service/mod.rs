@@ -44,30 +44,32 @@ const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 /// Each millisecond keeps its own last id: threads whose clocks were read a moment apart
 /// (or services on clocks of their own) interleave without breaking one another's order.
 fn time_ordered_id(now: Timestamp) -> String {
-    /// The last random bits given out in each recent millisecond.
-    static LAST: std::sync::Mutex<Option<HashMap<u64, u128>>> = std::sync::Mutex::new(None);
-    /// Milliseconds remembered before the memory starts afresh: far more than threads
-    /// can make ids in at once, so only an idle millisecond is ever forgotten.
-    const REMEMBERED: usize = 4096;
+    /// The last random bits given out in each of the most recent milliseconds: far more
+    /// than threads can be making ids in at once, so only an idle millisecond is ever
+    /// forgotten. An array in place, not a map: nothing on the heap for the life of the
+    /// process (a C host's leak checker would report a static map's table).
+    static LAST: std::sync::Mutex<[(u64, u128); 32]> = std::sync::Mutex::new([(0, 0); 32]);
     const RANDOM_BITS: u32 = 74;
     const MAX_RANDOM: u128 = (1 << RANDOM_BITS) - 1;
     let ms = u64::try_from(now.as_millis()).unwrap_or(0);
     let fresh = rand::random::<u128>() & MAX_RANDOM;
     let random = {
-        let mut guard = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let last = guard.get_or_insert_with(HashMap::new);
-        if last.len() >= REMEMBERED && !last.contains_key(&ms) {
-            last.clear();
-        }
+        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let step = 1 + u128::from(rand::random::<u64>() >> 24);
-        let random = match last.get(&ms).and_then(|before| before.checked_add(step)) {
-            Some(next) if next <= MAX_RANDOM => next,
-            // The first id of its millisecond; or past the top of the 74 bits (2^-34 of
-            // the time): a fresh draw, out of order.
-            _ => fresh,
-        };
-        last.insert(ms, random);
-        random
+        match last.iter().position(|(seen, _)| *seen == ms) {
+            Some(slot) => {
+                // Past the top of the 74 bits (2^-34 of the time): a fresh draw, out of order.
+                let next = last[slot].1.checked_add(step).filter(|next| *next <= MAX_RANDOM).unwrap_or(fresh);
+                last[slot].1 = next;
+                next
+            }
+            // The first id of its millisecond takes the place of the oldest one remembered.
+            None => {
+                let oldest = last.iter().enumerate().min_by_key(|(_, (seen, _))| *seen).map_or(0, |(slot, _)| slot);
+                last[oldest] = (ms, fresh);
+                fresh
+            }
+        }
     };
     // rand_a (12 bits) then rand_b (62 bits), where `Builder` puts them, most significant first.
     let rand_a = (random >> 62) as u16;
