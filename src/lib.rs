@@ -42,6 +42,7 @@ mod delivery;
 mod environment;
 mod error;
 mod http_client;
+mod ids;
 mod keys;
 mod lifecycle;
 mod mail;

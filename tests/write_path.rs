@@ -184,3 +184,94 @@ fn the_service_copies_its_log_into_the_database_file_by_itself() {
         }
     }
 }
+
+/// The row key coinorder stores an order under, worked out here from RFC 9562's layout
+/// rather than by the crate: the id's 48 bits of milliseconds, then the top 15 of its 74
+/// further bits (`rand_a`, then the first 3 bits of `rand_b` after the variant).
+fn expected_row_key(order_id: &str) -> i64 {
+    let hex: String = order_id.chars().filter(|c| *c != '-').collect();
+    let ms = i64::from_str_radix(&hex[..12], 16).expect("hex");
+    let rand_a = i64::from_str_radix(&hex[13..16], 16).expect("hex");
+    let byte8 = i64::from_str_radix(&hex[16..18], 16).expect("hex");
+    (ms << 15) | (rand_a << 3) | ((byte8 >> 3) & 0x07)
+}
+
+fn rowid_of(conn: &Connection, order_id: &str) -> i64 {
+    conn.query_row("SELECT rowid FROM orders WHERE order_id = ?1", [order_id], |row| row.get(0)).expect("the row")
+}
+
+/// A copy of the order `order_id`'s row as the order `copy_id` (its `merchant_order_id`
+/// too) under `rowid`: what an order of another process in the same millisecond could
+/// look like.
+fn copy_order_row(conn: &Connection, order_id: &str, copy_id: &str, rowid: i64) {
+    let mut statement = conn.prepare("SELECT name FROM pragma_table_info('orders')").expect("columns");
+    let columns: Vec<String> =
+        statement.query_map([], |row| row.get(0)).expect("columns").collect::<Result<_, _>>().expect("columns");
+    let rest: Vec<&str> =
+        columns.iter().map(String::as_str).filter(|c| *c != "order_id" && *c != "merchant_order_id").collect();
+    let rest = rest.join(", ");
+    conn.execute(
+        &format!(
+            "INSERT INTO orders (rowid, order_id, merchant_order_id, {rest})
+             SELECT ?1, ?3, ?3, {rest} FROM orders WHERE order_id = ?2"
+        ),
+        rusqlite::params![rowid, order_id, copy_id],
+    )
+    .expect("copy the row");
+}
+
+#[test]
+fn an_order_is_stored_under_its_ids_row_key_and_found_when_it_is_not() {
+    if common::on_postgres() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shop.db");
+    // A clock standing still: every id below is of one millisecond, so each create's
+    // order id is two counter steps after the last (its invoice id takes the one between).
+    let clock = std::sync::Arc::new(coinorder::ManualClock::new(1_795_500_000_000));
+    let mut config = Config::new(Environment::Sandbox);
+    config.rate_limit = RateLimit::OFF;
+    config.clock = clock;
+    let service = Service::open(&path, config).expect("open");
+    let key = service
+        .create_key(NewApiKey { user_id: 1, environment: Environment::Sandbox, webhook_url: None })
+        .expect("key");
+    let merchant = service.authenticate(Some(key.plain_key.expose())).expect("authenticate");
+    let request =
+        CreateOrder { currency: "USD".into(), amount: "19.99".parse().expect("amount"), ..Default::default() };
+    let create = || service.create_order(&merchant, &request).expect("create").order.order.order_id;
+    let conn = Connection::open(&path).expect("open the file");
+
+    // Stored under its key: Get Order walks the table's B-tree alone.
+    let first = create();
+    let first_key = expected_row_key(&first);
+    assert_eq!(rowid_of(&conn, &first), first_key, "{first}");
+
+    // A row already under the next order's key (another process's order of the same
+    // millisecond): the create still succeeds, under a key SQLite picks, and both are
+    // found by their own ids, neither taken for the other.
+    let blocker = "00000000-0000-4000-8000-00000000abcd";
+    copy_order_row(&conn, &first, blocker, first_key + 2);
+    let second = create();
+    assert_eq!(expected_row_key(&second), first_key + 2, "{second}");
+    assert_ne!(rowid_of(&conn, &second), first_key + 2);
+    assert_eq!(service.get_order(&merchant, &second).expect("found by its id").order.order_id, second);
+    assert_eq!(rowid_of(&conn, blocker), first_key + 2, "the other row is untouched");
+
+    // A row renumbered (as VACUUM may), and another order's row under its key: the id
+    // is matched, not only the key, and the id's index finds the order.
+    conn.execute("UPDATE orders SET rowid = 7 WHERE order_id = ?1", [&first]).expect("renumber");
+    copy_order_row(&conn, &second, "00000000-0000-4000-8000-00000000abce", first_key);
+    for id in [&first, &second] {
+        let found = service.get_order(&merchant, id).expect("found");
+        assert_eq!(&found.order.order_id, id);
+        // The writes that read the order first find it too.
+        let paid = service.customer_simulate_payment(id).expect("paid");
+        assert_eq!(&paid.order.order_id, id);
+        assert_eq!(paid.order.status, coinorder::OrderStatus::Paid);
+    }
+    let copy: String =
+        conn.query_row("SELECT status FROM orders WHERE rowid = ?1", [first_key], |row| row.get(0)).expect("the copy");
+    assert_eq!(copy, "NEW", "the row under the key was not the one paid");
+}

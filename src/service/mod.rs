@@ -18,6 +18,7 @@ use crate::addresses::{self, DepositAddress};
 use crate::config::Config;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result, StorageError};
+use crate::ids::time_ordered_id;
 use crate::keys::{self, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, SecretString, DISPLAY_NAME_MAX_CHARS};
 use crate::mail;
 use crate::money;
@@ -34,59 +35,13 @@ use crate::time::Timestamp;
 /// key, rarely enough that reads stay reads.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 
-/// A new order or invoice id: a UUIDv7 (RFC 9562) stamped with `now`, the service's clock,
-/// and 74 random bits. Ids made later sort later, so each insert lands at the right edge of
-/// the primary-key B-tree instead of on a random page (fewer pages touched and written per
-/// create). Within one millisecond they sort in the order this process made them (Get
-/// Orders breaks ties of `created_at` by id, newest first): a later id of the same
-/// millisecond is the one before plus a random step of up to 2^40, so ids stay
-/// unguessable from their neighbours (RFC 9562 §6.2, method 2 with a random increment).
-/// Each millisecond keeps its own last id: threads whose clocks were read a moment apart
-/// (or services on clocks of their own) interleave without breaking one another's order.
-fn time_ordered_id(now: Timestamp) -> String {
-    /// The last random bits given out in each of the most recent milliseconds: far more
-    /// than threads can be making ids in at once, so only an idle millisecond is ever
-    /// forgotten. An array in place, not a map: nothing on the heap for the life of the
-    /// process (a C host's leak checker would report a static map's table).
-    static LAST: std::sync::Mutex<[(u64, u128); 32]> = std::sync::Mutex::new([(0, 0); 32]);
-    const RANDOM_BITS: u32 = 74;
-    const MAX_RANDOM: u128 = (1 << RANDOM_BITS) - 1;
-    let ms = u64::try_from(now.as_millis()).unwrap_or(0);
-    let fresh = rand::random::<u128>() & MAX_RANDOM;
-    let random = {
-        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let step = 1 + u128::from(rand::random::<u64>() >> 24);
-        match last.iter().position(|(seen, _)| *seen == ms) {
-            Some(slot) => {
-                // Past the top of the 74 bits (2^-34 of the time): a fresh draw, out of order.
-                let next = last[slot].1.checked_add(step).filter(|next| *next <= MAX_RANDOM).unwrap_or(fresh);
-                last[slot].1 = next;
-                next
-            }
-            // The first id of its millisecond takes the place of the oldest one remembered.
-            None => {
-                let oldest = last.iter().enumerate().min_by_key(|(_, (seen, _))| *seen).map_or(0, |(slot, _)| slot);
-                last[oldest] = (ms, fresh);
-                fresh
-            }
-        }
-    };
-    // rand_a (12 bits) then rand_b (62 bits), where `Builder` puts them, most significant first.
-    let rand_a = (random >> 62) as u16;
-    let rand_b = (random & ((1 << 62) - 1)) as u64;
-    let mut bytes = [0_u8; 10];
-    bytes[..2].copy_from_slice(&rand_a.to_be_bytes());
-    bytes[2..].copy_from_slice(&rand_b.to_be_bytes());
-    uuid::Builder::from_unix_timestamp_millis(ms, &bytes).into_uuid().to_string()
-}
-
 /// Digits of the time prefix of [`generated_merchant_order_id`], in ASCII order so that
 /// the text sorts as the number does.
 const ORDERED_BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// A `merchant_order_id` for a create that brought none (DESIGN §4: `ord_` + 24 base62):
 /// the creation time in milliseconds as 8 base62 digits (enough until the year 8900),
-/// then 16 random ones (95 bits). Like [`time_ordered_id`], later ids sort later, so each
+/// then 16 random ones (95 bits). Like order ids ([`time_ordered_id`]), later ids sort later, so each
 /// lands at the right edge of the `(user_id, environment, merchant_order_id)` unique
 /// index instead of on a random page of it, which at a million orders is a page read
 /// from the file and written to the log per create.
@@ -982,39 +937,6 @@ mod tests {
             assert_eq!(refused.map(|e| e.error_code()), Some("PARAMETERS_MISSING"), "{target:?}: {message}");
             assert!(message.starts_with("target: must be a SQLite file path or a postgres:// URL"), "{message}");
         }
-    }
-
-    #[test]
-    fn ids_are_uuid_v7_and_sort_by_the_service_clock() {
-        let earlier = time_ordered_id(Timestamp(1_795_326_682_123));
-        let later = time_ordered_id(Timestamp(1_795_326_682_124));
-        let same_ms = time_ordered_id(Timestamp(1_795_326_682_123));
-        for id in [&earlier, &later, &same_ms] {
-            let parsed = uuid::Uuid::parse_str(id).expect("a UUID");
-            assert_eq!(parsed.get_version_num(), 7, "{id}");
-        }
-        assert!(earlier < later, "{earlier} < {later}");
-        assert_ne!(earlier, same_ms, "random bits keep ids of one millisecond apart");
-        // Ids of one millisecond sort in the order they were made, and never repeat, also
-        // when ids of other milliseconds are made in between.
-        let ms = Timestamp(1_795_326_682_200);
-        let made: Vec<String> = (0..1000)
-            .map(|n| {
-                let _between = time_ordered_id(Timestamp(1_795_326_682_200 + (n % 3) - 1));
-                time_ordered_id(ms)
-            })
-            .collect();
-        assert!(made.windows(2).all(|pair| pair[0] < pair[1]), "ids of one millisecond out of order");
-        let parsed = uuid::Uuid::parse_str(&made[999]).expect("a UUID");
-        assert_eq!(parsed.get_version_num(), 7);
-        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
-        assert_eq!(parsed.get_timestamp().map(|t| t.to_unix()), Some((1_795_326_682, 200_000_000)));
-        // The first 48 bits are the milliseconds, as RFC 9562 lays them out.
-        assert!(earlier.starts_with(&format!(
-            "{:08x}-{:04x}",
-            1_795_326_682_123_u64 >> 16,
-            1_795_326_682_123_u64 & 0xffff
-        )));
     }
 
     #[test]

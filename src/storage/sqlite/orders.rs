@@ -5,11 +5,12 @@
 //! `invoice_` prefix.
 
 use const_format::concatcp;
-use rusqlite::named_params;
+use rusqlite::{named_params, ToSql};
 
 use super::SqliteConn;
 use crate::environment::Environment;
 use crate::error::Result;
+use crate::ids;
 use crate::orders::{Order, OrderStatus, OrderWithInvoice};
 use crate::payments::PaymentState;
 use crate::storage::rows::{self, InvoiceSql, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
@@ -34,6 +35,14 @@ pub(super) const INVOICES: InvoiceSql = InvoiceSql {
 
 /// An order with its invoice, in [`rows::order_with_invoice`]'s columns.
 const ORDER_WITH_INVOICE: &str = concatcp!("SELECT ", ORDER_COLUMNS, ", ", INVOICE_COLUMNS, " FROM orders o");
+
+/// The order `:order_id` stored under its row key `:row_key` ([`ids::row_key`]): one walk
+/// down the table's B-tree. The id is matched too, as a key is only a hint.
+const BY_ROW_KEY: &str = " WHERE o.rowid = :row_key AND o.order_id = :order_id";
+
+/// The order `:order_id` found through the id's index, then the table: for rows stored
+/// under another key (see [`SqliteConn::insert_order_with_invoice`]) and unknown ids.
+const BY_ID: &str = " WHERE o.order_id = :order_id";
 
 /// Get Orders, newest first: `orders_by_merchant` read backwards (it is in ascending
 /// order so that new orders append to it; see migration 9).
@@ -85,13 +94,17 @@ impl SqliteConn<'_> {
         // the statement's parameter list per name, inside the single writer.
         let (order, invoice) = (&created.order, &created.invoice);
         self.execute(
-            "INSERT INTO orders (order_id, environment, user_id, key_id, merchant_order_id, title, description,
-                    callback_url, webhook_url, success_url, cancel_url, customer_email, amount, currency,
-                    receive_currency, status, request_hash, create_response, created_at, updated_at, deleted,
-                    invoice_id, invoice_amount, invoice_currency, rate, invoice_status, receive_amount,
+            // The row goes under the id's row key unless a row already has it (an id of
+            // another process in the same millisecond, or no key): then SQLite picks one,
+            // and reads find the row by the id's index.
+            "INSERT INTO orders (rowid, order_id, environment, user_id, key_id, merchant_order_id, title,
+                    description, callback_url, webhook_url, success_url, cancel_url, customer_email, amount,
+                    currency, receive_currency, status, request_hash, create_response, created_at, updated_at,
+                    deleted, invoice_id, invoice_amount, invoice_currency, rate, invoice_status, receive_amount,
                     invoice_receive_currency, invoice_created_at, expired_at, invoice_updated_at, address,
                     payment_uri, derivation_index)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                 VALUES (CASE WHEN EXISTS (SELECT 1 FROM orders WHERE rowid = ?35) THEN NULL ELSE ?35 END,
+                    ?1, ?2, ?3, ?4, ?5, ?6, ?7,
                     ?8, ?9, ?10, ?11, ?12, ?13, ?14,
                     ?15, ?16, ?17, ?18, ?19, ?20, ?21,
                     ?22, ?23, ?24, ?25, ?26, ?27,
@@ -132,6 +145,7 @@ impl SqliteConn<'_> {
                 invoice.address,
                 invoice.payment_uri,
                 invoice.derivation_index,
+                ids::row_key(&order.order_id),
             ],
         )?;
         Ok(())
@@ -143,14 +157,11 @@ impl SqliteConn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
-        const SQL: &str = concatcp!(
-            ORDER_WITH_INVOICE,
-            " WHERE o.order_id = :order_id AND o.user_id = :user_id AND o.environment = :environment"
-        );
-        self.query_opt(
-            SQL,
-            named_params! {":order_id": order_id, ":user_id": user_id, ":environment": environment.as_str()},
-            rows::order_with_invoice,
+        const OF_MERCHANT: &str = " AND o.user_id = :user_id AND o.environment = :environment";
+        self.order_by_key_or_id(
+            [concatcp!(ORDER_WITH_INVOICE, BY_ROW_KEY, OF_MERCHANT), concatcp!(ORDER_WITH_INVOICE, BY_ID, OF_MERCHANT)],
+            order_id,
+            &[(":user_id", &user_id), (":environment", &environment.as_str())],
         )
     }
 
@@ -160,13 +171,37 @@ impl SqliteConn<'_> {
         environment: Environment,
         order_id: &str,
     ) -> Result<Option<OrderWithInvoice>> {
-        const SQL: &str =
-            concatcp!(ORDER_WITH_INVOICE, " WHERE o.order_id = :order_id AND o.environment = :environment");
-        self.query_opt(
-            SQL,
-            named_params! {":order_id": order_id, ":environment": environment.as_str()},
-            rows::order_with_invoice,
+        const IN_ENVIRONMENT: &str = " AND o.environment = :environment";
+        self.order_by_key_or_id(
+            [
+                concatcp!(ORDER_WITH_INVOICE, BY_ROW_KEY, IN_ENVIRONMENT),
+                concatcp!(ORDER_WITH_INVOICE, BY_ID, IN_ENVIRONMENT),
+            ],
+            order_id,
+            &[(":environment", &environment.as_str())],
         )
+    }
+
+    /// The order `order_id` with its invoice, read by `by_key_then_id[0]` (a [`BY_ROW_KEY`]
+    /// read) under the id's row key, and when that finds nothing or the id has no key, by
+    /// `by_key_then_id[1]` (the [`BY_ID`] read with the same further conditions, whose
+    /// parameters `filter` binds).
+    fn order_by_key_or_id(
+        &self,
+        by_key_then_id: [&str; 2],
+        order_id: &str,
+        filter: &[(&str, &dyn ToSql)],
+    ) -> Result<Option<OrderWithInvoice>> {
+        let by_id = (":order_id", &order_id as &dyn ToSql);
+        if let Some(key) = ids::row_key(order_id) {
+            let params: Vec<_> =
+                [(":row_key", &key as &dyn ToSql), by_id].into_iter().chain(filter.iter().copied()).collect();
+            if let Some(found) = self.query_opt(by_key_then_id[0], params.as_slice(), rows::order_with_invoice)? {
+                return Ok(Some(found));
+            }
+        }
+        let params: Vec<_> = std::iter::once(by_id).chain(filter.iter().copied()).collect();
+        self.query_opt(by_key_then_id[1], params.as_slice(), rows::order_with_invoice)
     }
 
     pub(crate) fn update_order_state(&self, current: &OrderWithInvoice) -> Result<()> {
@@ -360,6 +395,15 @@ mod tests {
             assert!(plan.contains(&format!("USING INDEX {index} ")), "{index}: {plan}");
             assert!(!plan.contains("TEMP B-TREE"), "newest first without a sort: {plan}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn get_order_by_row_key_walks_the_table_alone_and_by_id_the_ids_index() -> Result<()> {
+        let by_key = query_plan(concatcp!(ORDER_WITH_INVOICE, BY_ROW_KEY, " AND o.environment = :environment"))?;
+        assert_eq!(by_key, ["SEARCH o USING INTEGER PRIMARY KEY (rowid=?)"]);
+        let by_id = query_plan(concatcp!(ORDER_WITH_INVOICE, BY_ID, " AND o.environment = :environment"))?;
+        assert_eq!(by_id, ["SEARCH o USING INDEX sqlite_autoindex_orders_1 (order_id=?)"]);
         Ok(())
     }
 }
