@@ -14,7 +14,7 @@ use crate::ids;
 use crate::orders::{Order, OrderStatus, OrderWithInvoice};
 use crate::payments::PaymentState;
 use crate::storage::rows::{self, InvoiceSql, ORDER_COLUMNS, PRIOR_CREATE_COLUMNS};
-use crate::storage::PriorCreate;
+use crate::storage::{DbResult, PriorCreate};
 
 /// The invoice columns of the order row `o`, in the order [`rows::order_with_invoice`]
 /// reads them after [`ORDER_COLUMNS`].
@@ -90,27 +90,25 @@ impl SqliteConn<'_> {
         request_hash: &[u8],
         create_response: &str,
     ) -> Result<()> {
-        // Positional parameters, in the column order: binding 34 names costs a search of
+        // Positional parameters, in the column order: binding 35 names costs a search of
         // the statement's parameter list per name, inside the single writer.
+        const INSERT: &str = "INSERT INTO orders (rowid, order_id, environment, user_id, key_id, merchant_order_id,
+                title, description, callback_url, webhook_url, success_url, cancel_url, customer_email, amount,
+                currency, receive_currency, status, request_hash, create_response, created_at, updated_at,
+                deleted, invoice_id, invoice_amount, invoice_currency, rate, invoice_status, receive_amount,
+                invoice_receive_currency, invoice_created_at, expired_at, invoice_updated_at, address,
+                payment_uri, derivation_index)
+             VALUES (?35, ?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+                ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+                ?22, ?23, ?24, ?25, ?26, ?27,
+                ?28, ?29, ?30, ?31, ?32,
+                ?33, ?34)";
         let (order, invoice) = (&created.order, &created.invoice);
-        self.execute(
-            // The row goes under the id's row key unless a row already has it (an id of
-            // another process in the same millisecond, or no key): then SQLite picks one,
-            // and reads find the row by the id's index.
-            "INSERT INTO orders (rowid, order_id, environment, user_id, key_id, merchant_order_id, title,
-                    description, callback_url, webhook_url, success_url, cancel_url, customer_email, amount,
-                    currency, receive_currency, status, request_hash, create_response, created_at, updated_at,
-                    deleted, invoice_id, invoice_amount, invoice_currency, rate, invoice_status, receive_amount,
-                    invoice_receive_currency, invoice_created_at, expired_at, invoice_updated_at, address,
-                    payment_uri, derivation_index)
-                 VALUES (CASE WHEN EXISTS (SELECT 1 FROM orders WHERE rowid = ?35) THEN NULL ELSE ?35 END,
-                    ?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                    ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                    ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                    ?22, ?23, ?24, ?25, ?26, ?27,
-                    ?28, ?29, ?30, ?31, ?32,
-                    ?33, ?34)",
-            rusqlite::params![
+        let (amount, invoice_amount) = (order.amount.to_string(), invoice.amount.to_string());
+        let (rate, receive_amount) = (invoice.rate.to_string(), invoice.receive_amount.to_string());
+        let insert = |row_key: Option<i64>| -> rusqlite::Result<usize> {
+            self.0.prepare_cached(INSERT)?.execute(rusqlite::params![
                 order.order_id,
                 order.environment.as_str(),
                 order.user_id,
@@ -123,7 +121,7 @@ impl SqliteConn<'_> {
                 order.success_url,
                 order.cancel_url,
                 order.customer_email,
-                order.amount.to_string(),
+                amount,
                 order.currency,
                 order.receive_currency,
                 order.status.as_str(),
@@ -133,11 +131,11 @@ impl SqliteConn<'_> {
                 order.updated_at.as_millis(),
                 i64::from(order.deleted),
                 invoice.invoice_id,
-                invoice.amount.to_string(),
+                invoice_amount,
                 invoice.currency,
-                invoice.rate.to_string(),
+                rate,
                 invoice.status.as_str(),
-                invoice.receive_amount.to_string(),
+                receive_amount,
                 invoice.receive_currency,
                 invoice.created_at.as_millis(),
                 invoice.expired_at.as_millis(),
@@ -145,9 +143,21 @@ impl SqliteConn<'_> {
                 invoice.address,
                 invoice.payment_uri,
                 invoice.derivation_index,
-                ids::row_key(&order.order_id),
-            ],
-        )?;
+                row_key,
+            ])
+        };
+        // The row goes under the id's row key. Should a row have it already (an order of
+        // another process in the same millisecond), SQLite picks the key, and reads find
+        // the row through the id's index; a failed statement leaves the transaction as it was.
+        match insert(ids::row_key(&order.order_id)) {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_ROWID =>
+            {
+                insert(None)
+            }
+            inserted => inserted,
+        }
+        .db()?;
         Ok(())
     }
 
