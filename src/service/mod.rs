@@ -41,10 +41,10 @@ const ORDERED_BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh
 
 /// A `merchant_order_id` for a create that brought none (DESIGN §4: `ord_` + 24 base62):
 /// the creation time in milliseconds as 8 base62 digits (enough until the year 8900),
-/// then 16 random ones (95 bits). Like order ids ([`time_ordered_id`]), later ids sort later, so each
-/// lands at the right edge of the `(user_id, environment, merchant_order_id)` unique
-/// index instead of on a random page of it, which at a million orders is a page read
-/// from the file and written to the log per create.
+/// then 16 random ones (95 bits). Like order ids ([`time_ordered_id`]), later ids sort
+/// later, so each lands at the right edge of the `(user_id, environment,
+/// merchant_order_id)` unique index instead of on a random page of it, which at a million
+/// orders is a page read from the file and written to the log per create.
 fn generated_merchant_order_id(now: Timestamp) -> String {
     let mut ms = u64::try_from(now.as_millis()).unwrap_or(0);
     let mut stamp = [b'0'; 8];
