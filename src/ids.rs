@@ -34,8 +34,9 @@ const MAX_COUNTER: u32 = (1 << COUNTER_BITS) - 1;
 /// interleave without breaking one another's order. A first counter is below 2^14, so at
 /// least 16,384 ids fit in a millisecond before one is drawn afresh, out of order.
 pub(crate) fn time_ordered_id(now: Timestamp) -> String {
-    /// The last counter given out in each of the most recent milliseconds: far more than
-    /// threads can be making ids in at once, so only an idle millisecond is ever forgotten.
+    /// The last counter given out in each of the latest milliseconds seen: far more than
+    /// threads can be making ids in at once. When all are taken, the earliest millisecond
+    /// is forgotten, one a clock that moves forward has left behind.
     /// An array in place, not a map: nothing on the heap for the life of the process (a C
     /// host's leak checker would report a static map's table).
     static LAST: std::sync::Mutex<[(u64, u32); 32]> = std::sync::Mutex::new([(0, 0); 32]);
@@ -93,11 +94,15 @@ pub(crate) fn row_key(order_id: &str) -> Option<i64> {
 mod tests {
     use super::*;
 
+    // These tests stamp ids in the year 2100: later than any other test's clock in this
+    // process, so their milliseconds are never the earliest remembered, never forgotten
+    // between two ids, and the counters they check run on unbroken.
+
     #[test]
     fn ids_are_uuid_v7_and_sort_by_the_service_clock() {
-        let earlier = time_ordered_id(Timestamp(1_795_326_682_123));
-        let later = time_ordered_id(Timestamp(1_795_326_682_124));
-        let same_ms = time_ordered_id(Timestamp(1_795_326_682_123));
+        let earlier = time_ordered_id(Timestamp(4_102_444_800_123));
+        let later = time_ordered_id(Timestamp(4_102_444_800_124));
+        let same_ms = time_ordered_id(Timestamp(4_102_444_800_123));
         for id in [&earlier, &later, &same_ms] {
             let parsed = uuid::Uuid::parse_str(id).expect("a UUID");
             assert_eq!(parsed.get_version_num(), 7, "{id}");
@@ -106,10 +111,10 @@ mod tests {
         assert_ne!(earlier, same_ms, "random bits keep ids of one millisecond apart");
         // Ids of one millisecond sort in the order they were made, and never repeat, also
         // when ids of other milliseconds are made in between.
-        let ms = Timestamp(1_795_326_682_200);
+        let ms = Timestamp(4_102_444_800_200);
         let made: Vec<String> = (0..1000)
             .map(|n| {
-                let _between = time_ordered_id(Timestamp(1_795_326_682_200 + (n % 3) - 1));
+                let _between = time_ordered_id(Timestamp(4_102_444_800_200 + (n % 3) - 1));
                 time_ordered_id(ms)
             })
             .collect();
@@ -117,18 +122,33 @@ mod tests {
         let parsed = uuid::Uuid::parse_str(&made[999]).expect("a UUID");
         assert_eq!(parsed.get_version_num(), 7);
         assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
-        assert_eq!(parsed.get_timestamp().map(|t| t.to_unix()), Some((1_795_326_682, 200_000_000)));
+        assert_eq!(parsed.get_timestamp().map(|t| t.to_unix()), Some((4_102_444_800, 200_000_000)));
         // The first 48 bits are the milliseconds, as RFC 9562 lays them out.
         assert!(earlier.starts_with(&format!(
             "{:08x}-{:04x}",
-            1_795_326_682_123_u64 >> 16,
-            1_795_326_682_123_u64 & 0xffff
+            4_102_444_800_123_u64 >> 16,
+            4_102_444_800_123_u64 & 0xffff
         )));
     }
 
     #[test]
+    fn the_earliest_millisecond_is_forgotten_first_never_a_later_one_still_in_use() {
+        let key_at = |ms: i64| row_key(&time_ordered_id(Timestamp(ms))).expect("a UUIDv7 has a row key");
+        let late = 4_102_444_820_000_i64;
+        let first = key_at(late);
+        // Many more earlier milliseconds than are remembered come and go in between (what
+        // a busy real clock does beside a service on a clock of its own)...
+        let early = 1_795_326_682_000_i64;
+        for n in 0..100 {
+            key_at(early + n);
+        }
+        // ...and the later millisecond's counter runs on: its next id is the next key.
+        assert_eq!(key_at(late), first + 1);
+    }
+
+    #[test]
     fn ids_of_one_millisecond_have_distinct_rising_row_keys_under_their_millisecond() {
-        let ms = 1_795_326_690_000_i64;
+        let ms = 4_102_444_810_000_i64;
         let keys: Vec<i64> = (0..2000)
             .map(|n| {
                 let _between = time_ordered_id(Timestamp(ms + if n % 2 == 0 { -1 } else { 1 }));
