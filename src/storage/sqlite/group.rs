@@ -2,8 +2,9 @@
 //!
 //! A SQLite file has one writer at a time, and under `synchronous=FULL` each commit waits
 //! for its own fsync, so writes from many threads queue one fsync each. Here the writes
-//! that arrive while another one holds the writer join its transaction: each runs its
-//! work in a savepoint of its own (a failing or panicking one is rolled back alone), and
+//! that arrive while another one holds the writer join its transaction: each after the
+//! first runs its work in a savepoint of its own (a failing or panicking one is rolled
+//! back alone; a failing first one rolls back the transaction, which holds only it), and
 //! the last of the group commits once, with one fsync, for all of them. Every member
 //! returns only after that commit, so a write that returned `Ok` is durable as before;
 //! when the commit fails, every member sees it (and a busy one runs its work again).
@@ -170,8 +171,21 @@ impl GroupWriter {
             writer.members += 1;
             let alone = writer.members == 1;
             let outcome = run_member(&writer.conn, alone, &mut work);
-            // Work that met a busy database (its savepoint rolled back) runs again.
+            // Work that met a busy database (its changes rolled back) runs again.
             let run_again = matches!(&outcome, Err(error) if is_busy(error)) && Instant::now() < deadline;
+            if alone && outcome.is_err() {
+                // The group's first member failed and rolled the whole transaction back:
+                // the group ended with nothing in it, and the next write opens another.
+                if !writer.conn.is_autocommit() {
+                    let _ = writer.conn.execute_batch("ROLLBACK");
+                }
+                let _nothing_to_report = self.end(&mut writer, group, Ok(()));
+                drop(writer);
+                if run_again {
+                    continue;
+                }
+                return outcome;
+            }
             let others_queued = self.waiting.load(Ordering::SeqCst) > 0 && writer.members < MAX_MEMBERS;
             // Others are queued for the writer: the last of them commits for all. Or the
             // writes that took turns with this group's are likely on their way: wait a
@@ -417,19 +431,35 @@ fn commit_delay(writer: &mut Writer) -> Option<Instant> {
     (until > now).then_some(until)
 }
 
-/// Runs one member's `work` in a savepoint of the open transaction: kept if it succeeds,
-/// rolled back alone if it fails or unwinds.
+/// Runs one member's `work` in the open transaction: kept if it succeeds, rolled back
+/// alone if it fails or unwinds.
+///
+/// A member after the first runs in a savepoint of its own, so that undoing it keeps the
+/// members before it. The first (`alone`) runs without one: the transaction holds nothing
+/// else, so rolling all of it back undoes exactly this member's work. That spares the
+/// write most groups consist of the savepoint's cost: SQLite copies every page the work
+/// changes a first time into the savepoint's journal (about 7 % of a create's
+/// instructions).
 fn run_member<T>(conn: &Connection, alone: bool, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
-    conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
+    if !alone {
+        conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
+    }
     let mut guard = MemberGuard { conn, alone, armed: true };
     let outcome = work(&Conn::Sqlite(SqliteConn(conn, None)));
     guard.armed = false;
-    match outcome {
-        Ok(value) => {
+    match (outcome, alone) {
+        (Ok(value), true) => Ok(value),
+        (Ok(value), false) => {
             conn.prepare_cached("RELEASE member").db()?.execute([]).db()?;
             Ok(value)
         }
-        Err(error) => {
+        (Err(error), true) => {
+            if !conn.is_autocommit() {
+                conn.execute_batch("ROLLBACK").db()?;
+            }
+            Err(error)
+        }
+        (Err(error), false) => {
             conn.execute_batch("ROLLBACK TO member; RELEASE member").db()?;
             Err(error)
         }
@@ -673,6 +703,56 @@ mod tests {
         let expected: Vec<i64> = (0..180).filter(|n| n % 3 != 0).collect();
         assert_eq!(outcomes.iter().filter(|(_, ok)| *ok).count(), expected.len());
         assert_eq!(stored(&writer), expected);
+    }
+
+    /// Whether `conn` is inside the savepoint a member after a group's first runs in.
+    fn in_member_savepoint(conn: &Conn<'_>) -> bool {
+        let Conn::Sqlite(sqlite) = conn else { return false };
+        // Rolling back to a savepoint that holds no changes yet changes nothing.
+        sqlite.0.execute_batch("ROLLBACK TO member").is_ok()
+    }
+
+    #[test]
+    fn a_groups_first_write_runs_without_a_savepoint_and_a_failing_one_ends_the_group() {
+        let (_dir, writer) = writer();
+        // Alone: no savepoint, and its failure rolls back the whole (its own) transaction.
+        let failed = writer.write(Duration::from_secs(5), |conn| -> Result<()> {
+            assert!(!in_member_savepoint(conn), "the first member needs no savepoint");
+            insert(conn, 1)?;
+            Err(Error::invalid("n", "refused after its insert"))
+        });
+        assert!(failed.is_err());
+        {
+            let guard = writer.lock();
+            assert!(guard.open.is_none(), "the failed group ended");
+            assert!(guard.conn.is_autocommit(), "its transaction is gone");
+        }
+        writer.write(Duration::from_secs(5), |conn| insert(conn, 2)).expect("the next write");
+        assert_eq!(stored(&writer), vec![2]);
+
+        // A second member of a group runs in a savepoint: the first keeps the group open
+        // (a member waits to join), and undoing the second keeps the first's work.
+        let joined = Arc::new(Barrier::new(2));
+        let first = {
+            let (writer, joined) = (Arc::clone(&writer), Arc::clone(&joined));
+            std::thread::spawn(move || {
+                writer.write(Duration::from_secs(5), |conn| {
+                    insert(conn, 3)?;
+                    joined.wait();
+                    assert!(becomes_wanted(&writer), "the second write queues");
+                    Ok(())
+                })
+            })
+        };
+        joined.wait();
+        let second = writer.write(Duration::from_secs(5), |conn| -> Result<()> {
+            assert!(in_member_savepoint(conn), "a later member runs in a savepoint");
+            insert(conn, 4)?;
+            Err(Error::invalid("n", "refused after its insert"))
+        });
+        assert!(second.is_err());
+        first.join().expect("first thread").expect("the first write");
+        assert_eq!(stored(&writer), vec![2, 3]);
     }
 
     #[test]
