@@ -567,17 +567,15 @@ mod tests {
         assert!(!writer.wanted(), "nobody waits any more");
     }
 
-    #[test]
-    fn a_write_that_joined_a_group_sees_its_members_wait_for_the_commit() {
-        let (_dir, writer) = writer();
+    /// Starts a write of `n` on a thread of its own that holds the writer until another
+    /// write waits for it, and returns once it holds it: the next write joins its group.
+    fn first_of_a_group(writer: &Arc<GroupWriter>, n: i64) -> std::thread::JoinHandle<Result<()>> {
         let holding = Arc::new(Barrier::new(2));
-        // The first write keeps the writer until the second waits for it, so the second
-        // joins the first's group, and the first waits for that group's commit.
         let first = {
-            let (writer, holding) = (Arc::clone(&writer), Arc::clone(&holding));
+            let (writer, holding) = (Arc::clone(writer), Arc::clone(&holding));
             std::thread::spawn(move || {
                 writer.write(Duration::from_secs(5), |conn| {
-                    insert(conn, 1)?;
+                    insert(conn, n)?;
                     holding.wait();
                     if !becomes_wanted(&writer) {
                         return Err(Error::new(ErrorKind::Internal("the second write never waited".into())));
@@ -587,6 +585,15 @@ mod tests {
             })
         };
         holding.wait();
+        first
+    }
+
+    #[test]
+    fn a_write_that_joined_a_group_sees_its_members_wait_for_the_commit() {
+        let (_dir, writer) = writer();
+        // The first write keeps the writer until the second waits for it, so the second
+        // joins the first's group, and the first waits for that group's commit.
+        let first = first_of_a_group(&writer, 1);
         let saw_it = writer.write(Duration::from_secs(5), |conn| {
             insert(conn, 2)?;
             Ok(becomes_wanted(&writer))
@@ -732,19 +739,7 @@ mod tests {
 
         // A second member of a group runs in a savepoint: the first keeps the group open
         // (a member waits to join), and undoing the second keeps the first's work.
-        let joined = Arc::new(Barrier::new(2));
-        let first = {
-            let (writer, joined) = (Arc::clone(&writer), Arc::clone(&joined));
-            std::thread::spawn(move || {
-                writer.write(Duration::from_secs(5), |conn| {
-                    insert(conn, 3)?;
-                    joined.wait();
-                    assert!(becomes_wanted(&writer), "the second write queues");
-                    Ok(())
-                })
-            })
-        };
-        joined.wait();
+        let first = first_of_a_group(&writer, 3);
         let second = writer.write(Duration::from_secs(5), |conn| -> Result<()> {
             assert!(in_member_savepoint(conn), "a later member runs in a savepoint");
             insert(conn, 4)?;
