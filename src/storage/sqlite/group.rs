@@ -436,10 +436,10 @@ fn commit_delay(writer: &mut Writer) -> Option<Instant> {
 ///
 /// A member after the first runs in a savepoint of its own, so that undoing it keeps the
 /// members before it. The first (`alone`) runs without one: the transaction holds nothing
-/// else, so rolling all of it back undoes exactly this member's work. That spares the
-/// write most groups consist of the savepoint's cost: SQLite copies every page the work
-/// changes a first time into the savepoint's journal (about 7 % of a create's
-/// instructions).
+/// else, so rolling all of it back undoes exactly this member's work. So each group's
+/// first write (with one client thread, every write) is spared the savepoint's cost:
+/// SQLite copies every page the work changes a first time into the savepoint's journal
+/// (about 6 % of a create's instructions).
 fn run_member<T>(conn: &Connection, alone: bool, work: &mut impl FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
     if !alone {
         conn.prepare_cached("SAVEPOINT member").db()?.execute([]).db()?;
