@@ -3,6 +3,8 @@
 //! It parses, authenticates, calls the typed [`Service`] API and renders. It holds no
 //! business rule: every rule lives in the typed layer, so all surfaces behave alike.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
 use crate::config::DEFAULT_PAGE_PATH;
@@ -232,7 +234,12 @@ impl Service {
             Some((path, query)) => (path, query),
             None => (request.path.as_str(), ""),
         };
-        let method = request.method.to_ascii_uppercase();
+        // Upper-cased, as hosts hand over what they got; copied only when it is not
+        // upper case already.
+        let method = match request.method.bytes().any(|byte| byte.is_ascii_lowercase()) {
+            true => Cow::Owned(request.method.to_ascii_uppercase()),
+            false => Cow::Borrowed(request.method.as_str()),
+        };
         let route = route(&method, path, self.page_path.as_deref()).ok_or_else(|| Error::new(ErrorKind::NotFound))?;
         if let Route::Page(page_route, base) = route {
             let form = request.header_value("content-type").is_some_and(|value| {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use coinorder::Environment;
+use coinorder::{Environment, WireRequest};
 use common::*;
 use serde_json::{json, Value};
 
@@ -730,9 +730,7 @@ fn a_pair_without_a_rate_is_parameters_missing_naming_the_field_sent() {
         .expect("key");
     let post = |body: serde_json::Value| {
         svc.handle(
-            &coinorder::WireRequest::new("POST", "/v1/orders")
-                .header("x-api-key", key.plain_key.expose())
-                .body(body.to_string()),
+            &WireRequest::new("POST", "/v1/orders").header("x-api-key", key.plain_key.expose()).body(body.to_string()),
         )
     };
     let msg = assert_error(&post(json!({"currency": "MXN", "amount": 10})), 400, "PARAMETERS_MISSING");
@@ -834,4 +832,23 @@ fn a_key_use_kept_while_the_writer_was_busy_is_written_when_the_service_is_dropp
             .expect("reopen");
     let written = reopened.list_keys().expect("keys").into_iter().find(|k| k.id == key_id).expect("the fresh key");
     assert_eq!(written.last_used_at_ms.map(|at| at.as_millis()), Some(common::T0_MS), "the drop wrote the kept use");
+}
+
+#[test]
+fn a_method_in_any_case_is_the_same_method() {
+    let h = harness();
+    let id = order_id_of(&h.create(&json!({"currency": "USD", "amount": 10})));
+    let upper = h.get(&format!("/v1/orders/{id}"));
+    for method in ["get", "Get", "gEt"] {
+        let request = WireRequest::new(method, &format!("/v1/orders/{id}")).header("x-api-key", &h.key);
+        let response = h.svc.handle(&request);
+        assert_eq!(response.status, 200, "{method}: {}", text(&response));
+        assert_eq!(response.body, upper.body, "{method}");
+    }
+    let created = h.svc.handle(
+        &WireRequest::new("post", "/v1/orders").header("x-api-key", &h.key).body(r#"{"currency":"USD","amount":1}"#),
+    );
+    assert_eq!(created.status, 201, "{}", text(&created));
+    let refused = h.svc.handle(&WireRequest::new("delete", &format!("/v1/orders/{id}")).header("x-api-key", &h.key));
+    assert_eq!(refused.status, 404, "{}", text(&refused));
 }
