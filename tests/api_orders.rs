@@ -693,6 +693,19 @@ fn same_merchant_order_id_with_a_different_body_is_order_duplicate() {
 }
 
 #[test]
+fn a_generated_merchant_order_id_sent_back_is_order_duplicate_never_a_replay() {
+    // A create without merchant_order_id keeps no 201 body for replays: no retry can
+    // match its fingerprint, not even one naming the id it was given.
+    let h = harness();
+    let body = json!({"currency": "USD", "amount": 10, "title": "t"});
+    let original = h.create(&body);
+    let generated = original["data"]["merchant_order_id"].clone();
+    let resp = h.post(&json!({"merchant_order_id": generated, "currency": "USD", "amount": 10, "title": "t"}));
+    assert_field_error(&resp, "ORDER_DUPLICATE", "merchant_order_id");
+    assert_eq!(ids(&list_all(&h.svc, &h.key)), vec![order_id_of(&original)]);
+}
+
+#[test]
 fn merchant_order_id_uniqueness_is_per_user_and_environment() {
     let h = harness();
     let body = json!({"merchant_order_id": "shared-ref", "currency": "USD", "amount": 10});

@@ -159,8 +159,8 @@ pub fn create_response(created: &CreatedOrder) -> Value {
     value_of(&create_response_json(created))
 }
 
-/// [`create_response`] as JSON text: every create stores this body (replays return it
-/// byte for byte).
+/// [`create_response`] as JSON text: what every create answers, and what a create that
+/// carried a `merchant_order_id` stores for its replays to return byte for byte.
 pub fn create_response_json(created: &CreatedOrder) -> String {
     text_of(ORDER_JSON_BYTES, |object| create_body(object, created))
 }

@@ -689,7 +689,8 @@ impl Service {
                 }
                 let derived = if from_wallets { self.with_derived_address(db, &created)? } else { None };
                 let stored = derived.as_ref().unwrap_or(&created);
-                db.insert_order_with_invoice(&stored.order, &request_hash, &stored.response_body)?;
+                let kept_body = replayable_body(valid.merchant_order_id.as_deref(), &stored.response_body);
+                db.insert_order_with_invoice(&stored.order, &request_hash, kept_body)?;
                 if let Some(recipient) = &stored.order.order.customer_email {
                     let email = mail::payment_link_email(&stored.order.order, recipient, &stored.payment_url);
                     db.insert_email(merchant.environment, &email)?;
@@ -779,7 +780,8 @@ impl Service {
         }
     }
 
-    /// Rebuilds the result of an earlier identical Create Order from its stored response.
+    /// Rebuilds the result of an earlier identical Create Order from its stored response
+    /// (kept for every create a replay can find: see [`replayable_body`]).
     fn replay(&self, merchant: &Merchant, response_body: String) -> Result<CreatedOrder> {
         let stored: serde_json::Value = serde_json::from_str(&response_body)
             .map_err(|e| Error::new(ErrorKind::Corrupt(format!("stored create response unreadable: {e}"))))?;
@@ -880,6 +882,21 @@ impl MerchantReads<'_, '_> {
         let has_more = orders.len() > query.limit as usize;
         orders.truncate(query.limit as usize);
         Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
+    }
+}
+
+/// What a create stores of its 201 body for replays: the whole body when the request
+/// carried a `merchant_order_id`, nothing (`""`) when it did not.
+///
+/// Only a request with the same `merchant_order_id` finds an order's row, and it is
+/// replayed only when its fingerprint matches the stored one. A request that sent no
+/// `merchant_order_id` has an empty one in its fingerprint, and every request that names
+/// the generated id has that id in its own: no replay can ever match, and the body, about
+/// half of a stored order's bytes, would be written and carried for nothing.
+fn replayable_body<'a>(sent_merchant_order_id: Option<&str>, body: &'a str) -> &'a str {
+    match sent_merchant_order_id {
+        Some(_) => body,
+        None => "",
     }
 }
 

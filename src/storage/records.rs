@@ -8,7 +8,10 @@ use crate::time::Timestamp;
 
 /// What an earlier Create Order with the same merchant reference stored.
 pub(crate) struct PriorCreate {
+    /// The fingerprint of the request that created the order.
     pub request_hash: Vec<u8>,
+    /// Its 201 body; empty when that request sent no `merchant_order_id`, whose
+    /// fingerprint no later request can match (`service::replayable_body`).
     pub create_response: String,
 }
 
