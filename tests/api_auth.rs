@@ -154,6 +154,24 @@ fn a_key_changed_in_the_database_by_another_program_is_seen_by_the_next_request(
 }
 
 #[test]
+fn a_read_with_a_key_moved_to_another_merchant_since_its_last_use_reads_that_merchants_orders() {
+    // A reader admits a key it looked up before and reads at once, confirming the key
+    // after the read: a key that changed meanwhile must not get the read it ran with.
+    let h = harness();
+    let created = h.create(&minimal_order());
+    let path = format!("/v1/orders/{}", order_id_of(&created));
+    for _ in 0..3 {
+        assert_eq!(h.get(&path).status, 200);
+        assert_eq!(list_all(&h.svc, &h.key).len(), 1);
+    }
+    RawDb::open(&h.db()).batch("UPDATE api_keys SET user_id = 7");
+    assert!(list_all(&h.svc, &h.key).is_empty(), "user 7 has no orders");
+    assert_error(&h.get(&path), 400, "ORDER_NOT_VALID");
+    RawDb::open(&h.db()).batch(&format!("UPDATE api_keys SET user_id = {}", h.user_id));
+    assert_eq!(h.get(&path).status, 200);
+}
+
+#[test]
 fn a_create_with_a_key_changed_since_it_was_last_admitted_is_judged_on_the_stored_key() {
     // A create admits a key it admitted before from memory and confirms it inside its
     // own write; a change made since, by another program or another service, decides.

@@ -444,12 +444,24 @@ impl Service {
         &self,
         client: Option<std::net::IpAddr>,
         api_key: Option<&str>,
-        work: impl FnOnce(&MerchantReads<'_, '_>) -> Result<T>,
+        work: impl Fn(&MerchantReads<'_, '_>) -> Result<T>,
     ) -> Result<(Merchant, T)> {
         let now = self.now();
         self.failed_auths_allow(client, now)?;
         let outcome = self.presented_key_hash(api_key).and_then(|hash| {
             self.store.read(|db| {
+                // A key this reader looked up before is admitted as it was then, and the
+                // read runs at once; the key is confirmed after it, in the same snapshot:
+                // by the data version when no commit came since (no statement), else by a
+                // lookup. A refusal, or a key that changed, is decided by a fresh lookup.
+                if let Some(cached) = db.cached_key(&hash) {
+                    if let Ok(merchant) = self.admit_key(Some(cached.clone()), &hash, now) {
+                        let value = work(&MerchantReads { merchant: &merchant, db });
+                        if db.key_cache_current()? || db.key_by_hash(&hash)?.as_ref() == Some(&cached) {
+                            return Ok((merchant, value?));
+                        }
+                    }
+                }
                 let merchant = self.admit_key(db.key_by_hash(&hash)?, &hash, now)?;
                 let value = work(&MerchantReads { merchant: &merchant, db })?;
                 Ok((merchant, value))
@@ -903,6 +915,51 @@ fn replayable_body<'a>(sent_merchant_order_id: Option<&str>, body: &'a str) -> &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pooled_reader_confirms_its_cached_key_by_the_data_version_until_a_commit() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let mut config = Config::new(crate::Environment::Sandbox);
+        config.sqlite.background_checkpoints = false;
+        let service = Service::open(dir.path().join("keys.db"), config)?;
+        let new_key = || NewApiKey { user_id: 1, environment: crate::Environment::Sandbox, webhook_url: None };
+        let key = service.create_key(new_key())?;
+        let hash = keys::hash_key(key.plain_key.expose());
+        let start_snapshot = |db: &Conn<'_>| {
+            db.sqlite_for_test()
+                .query_row("SELECT count(*) FROM api_keys", [], |row| row.get::<_, i64>(0))
+                .map_err(|e| Error::new(ErrorKind::Config(e.to_string())))
+        };
+        // The first read finds nothing cached; its lookup (which starts the snapshot)
+        // caches the key under the snapshot's data version.
+        service.store.read(|db| {
+            assert!(db.cached_key(&hash).is_none());
+            assert!(!db.key_cache_current()?);
+            assert!(db.key_by_hash(&hash)?.is_some());
+            assert!(db.key_cache_current()?);
+            Ok(())
+        })?;
+        // The next read (one thread: the same pooled reader) has it without a statement,
+        // current only once its snapshot has started and nothing committed since.
+        service.store.read(|db| {
+            assert_eq!(db.cached_key(&hash).map(|cached| cached.id), Some(key.key.id.clone()));
+            assert!(!db.key_cache_current()?, "no snapshot yet: the version may be old");
+            start_snapshot(db)?;
+            assert!(db.key_cache_current()?);
+            Ok(())
+        })?;
+        // Any commit, here another key, makes the next snapshot's version another one.
+        service.create_key(new_key())?;
+        service.store.read(|db| {
+            assert!(db.cached_key(&hash).is_some(), "kept until a lookup sees the new version");
+            start_snapshot(db)?;
+            assert!(!db.key_cache_current()?, "a commit came since the key was cached");
+            assert!(db.key_by_hash(&hash)?.is_some());
+            assert!(db.key_cache_current()?, "looked up again under the new version");
+            Ok(())
+        })?;
+        Ok(())
+    }
 
     #[test]
     fn generated_merchant_order_ids_are_ord_and_24_base62_and_sort_by_creation_time() {

@@ -363,8 +363,17 @@ dispatch! {
     /// The key with that id, if any.
     fn key_by_id(id: &str) -> Result<Option<KeyRow>>;
     /// What authentication checks of the key whose secret hashes to `key_hash`, if any:
-    /// how a request's key is found.
+    /// how a request's key is found. On a pooled SQLite reader inside a read, the key is
+    /// also remembered for [`Conn::cached_key`].
     fn key_by_hash(key_hash: &[u8]) -> Result<Option<KeyCredential>>;
+    /// The key a pooled SQLite reader looked up by this hash before, without a statement,
+    /// unchecked: only [`Conn::key_cache_current`] tells whether it still holds. `None` on
+    /// other connections and on PostgreSQL.
+    fn cached_key(key_hash: &[u8]) -> Option<KeyCredential>;
+    /// True when this read's snapshot has started and no commit, from any connection or
+    /// process, came between it and the snapshots the cached keys were read in: then
+    /// every key [`Conn::cached_key`] returns is what a lookup would return now.
+    fn key_cache_current() -> Result<bool>;
     /// Every key, oldest first (ties by id, in byte order).
     fn all_keys() -> Result<Vec<ApiKey>>;
     /// Returns false when no key has that id.

@@ -44,6 +44,14 @@ impl PgConn {
         self.query_opt(SQL, &[&key_hash], rows::key_credential)
     }
 
+    pub(crate) fn cached_key(&self, _key_hash: &[u8]) -> Option<KeyCredential> {
+        None
+    }
+
+    pub(crate) fn key_cache_current(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
         // COLLATE "C": ties on created_at break by byte order of the id, as in SQLite
         // (ids mix upper and lower case, which a locale collation would interleave).

@@ -3,30 +3,32 @@
 use std::collections::HashMap;
 
 use const_format::concatcp;
-use rusqlite::named_params;
+use rusqlite::{named_params, FileControl, TransactionState};
 
 use super::SqliteConn;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
 use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
-use crate::storage::{KeyCredential, KeyRow};
+use crate::storage::{DbResult, KeyCredential, KeyRow};
 use crate::time::Timestamp;
 
 /// Most credentials one reader keeps; past it the cache starts over.
 const CACHED_KEYS: usize = 1_024;
 
 /// The key credentials a pooled read connection has looked up, valid while the file's
-/// `PRAGMA data_version` stays what it was when they were read.
+/// data version stays what it was in the snapshots they were read in.
 ///
 /// SQLite changes that number, for a connection, whenever any other connection (the
-/// writer of this process, or another process) commits to the file, and reads it at the
-/// start of the read's snapshot. So a revoked or deleted key is never taken from the
-/// cache after the revocation committed: the next read sees a new version and looks
-/// every key up again. Under steady writes the cache rarely hits; then it costs one
-/// pragma per authentication.
+/// writer of this process, or another process) has committed to the file when the
+/// connection starts its next read snapshot; `SQLITE_FCNTL_DATA_VERSION` reads it without
+/// a statement, and it is current once the read's snapshot has started. A read admits the
+/// key it finds here, runs, and then compares the number (`Service::read_as`): on a
+/// change the key is looked up again in the same snapshot. So a revoked or deleted key is
+/// never taken from the cache after the revocation committed. Under steady writes the
+/// cache rarely holds; then a read costs the key's lookup, as without a cache.
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    data_version: i64,
+    data_version: u32,
     by_hash: HashMap<Vec<u8>, KeyCredential>,
 }
 
@@ -68,23 +70,43 @@ impl SqliteConn<'_> {
 
     pub(crate) fn key_by_hash(&self, key_hash: &[u8]) -> Result<Option<KeyCredential>> {
         const SQL: &str = concatcp!("SELECT ", KEY_CREDENTIAL_COLUMNS, " FROM api_keys WHERE key_hash = ?1");
-        let Some(cache) = self.1 else {
-            return self.query_opt(SQL, [key_hash], rows::key_credential);
-        };
-        let data_version: i64 = self.query_one("PRAGMA data_version", [], |row| row.int(0))?;
-        let mut cache = cache.borrow_mut();
-        if cache.data_version != data_version || cache.by_hash.len() >= CACHED_KEYS {
-            cache.by_hash.clear();
-            cache.data_version = data_version;
-        }
-        if let Some(found) = cache.by_hash.get(key_hash) {
-            return Ok(Some(found.clone()));
-        }
+        // The lookup starts the read's snapshot, if nothing before it did.
         let found = self.query_opt(SQL, [key_hash], rows::key_credential)?;
+        let (Some(cache), Some(version)) = (self.1, self.snapshot_data_version()?) else {
+            return Ok(found);
+        };
+        let mut cache = cache.borrow_mut();
+        if cache.data_version != version || cache.by_hash.len() >= CACHED_KEYS {
+            cache.by_hash.clear();
+            cache.data_version = version;
+        }
         if let Some(found) = &found {
             cache.by_hash.insert(key_hash.to_vec(), found.clone());
         }
         Ok(found)
+    }
+
+    pub(crate) fn cached_key(&self, key_hash: &[u8]) -> Option<KeyCredential> {
+        self.1?.borrow().by_hash.get(key_hash).cloned()
+    }
+
+    pub(crate) fn key_cache_current(&self) -> Result<bool> {
+        let (Some(cache), Some(version)) = (self.1, self.snapshot_data_version()?) else {
+            return Ok(false);
+        };
+        Ok(cache.borrow().data_version == version)
+    }
+
+    /// The file's data version as this connection's read snapshot saw it; `None` before
+    /// a snapshot has started (after `BEGIN`, before the first statement), when the number
+    /// may predate commits the snapshot will see.
+    fn snapshot_data_version(&self) -> Result<Option<u32>> {
+        if self.0.transaction_state(Some(c"main")).db()? == TransactionState::None {
+            return Ok(None);
+        }
+        let mut version = 0;
+        self.0.file_control(Some(c"main"), FileControl::DataVersion(&mut version)).db()?;
+        Ok(Some(version))
     }
 
     pub(crate) fn all_keys(&self) -> Result<Vec<ApiKey>> {
