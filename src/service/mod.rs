@@ -453,16 +453,27 @@ impl Service {
                 // A key this reader looked up before is admitted as it was then, and the
                 // read runs at once; the key is confirmed after it, in the same snapshot:
                 // by the data version when no commit came since (no statement), else by a
-                // lookup. A refusal, or a key that changed, is decided by a fresh lookup.
+                // lookup. A refusal, or a key that changed, is decided by a fresh lookup
+                // (the one just made, when there was one).
+                let mut looked_up = None;
                 if let Some(cached) = db.cached_key(&hash) {
                     if let Ok(merchant) = self.admit_key(Some(cached.clone()), &hash, now) {
                         let value = work(&MerchantReads { merchant: &merchant, db });
-                        if db.key_cache_current()? || db.key_by_hash(&hash)?.as_ref() == Some(&cached) {
+                        if db.key_cache_current()? {
                             return Ok((merchant, value?));
                         }
+                        let stored = db.key_by_hash(&hash)?;
+                        if stored.as_ref() == Some(&cached) {
+                            return Ok((merchant, value?));
+                        }
+                        looked_up = Some(stored);
                     }
                 }
-                let merchant = self.admit_key(db.key_by_hash(&hash)?, &hash, now)?;
+                let stored = match looked_up {
+                    Some(stored) => stored,
+                    None => db.key_by_hash(&hash)?,
+                };
+                let merchant = self.admit_key(stored, &hash, now)?;
                 let value = work(&MerchantReads { merchant: &merchant, db })?;
                 Ok((merchant, value))
             })
