@@ -21,7 +21,7 @@
 //! | list 50 | `Service::list_orders` (limit 50, offset 0) | raw `SELECT … ORDER BY created_at DESC LIMIT 50` (index on `created_at`) |
 //! | handle GET order / GET list 50 | `Service::handle` with `x-api-key` | the typed call |
 //! | create, 4 threads, FULL | `create_order` on 4 threads | the same on 1 thread |
-//! | HTTP GET list 50 (1, 8, 64 conns), GET order (64), POST create (64) | `coinorder::Server` (8 read threads, default limits) in this process on 127.0.0.1 | a minimal std HTTP/1.1 responder in this process answering the same paths with the same bytes (captured from coinorder): the HTTP ceiling of the machine; and, when `nginx` is installed (`/usr/sbin` is searched too), nginx with the same bodies, the GETs as static files (a second row each) |
+//! | HTTP GET list 50 (1, 8, 64 conns), GET order (64), POST create (64) | `coinorder serve` (its defaults: 8 read threads, default limits; `--quiet`, `--rate-limit 0`), the binary built with this bench, in a process of its own on 127.0.0.1 | a minimal std HTTP/1.1 responder in this process answering the same paths with the same bytes (captured from coinorder): the HTTP ceiling of the machine; and, when `nginx` is installed (`/usr/sbin` is searched too), nginx with the same bodies, the GETs as static files (a second row each) |
 //! | delivery | `deliver_due` of a fresh backlog each round (10 % of the store's orders paid, at most 100k new `order.paid` events) to a local keep-alive receiver answering 200, synchronous=FULL | none: deliveries/s |
 //! | one claim | `deliver_due(1)` with that backlog present, 20 calls a round | none: its time |
 //! | POST create during expiry | `handle` POST on 1 thread while another thread runs `expire_due` through a backlog of due invoices (short `invoice_ttl`, a `ManualClock` moved past it) | the same POSTs without the expiry |
@@ -59,8 +59,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use coinorder::{
-    Config, CreateOrder, Environment, ListOrders, ManualClock, Merchant, NewApiKey, RateLimit, Server, Service,
-    SimulateAction, WireRequest, MAX_INVOICE_TTL_SECS,
+    Config, CreateOrder, Environment, ListOrders, ManualClock, Merchant, NewApiKey, RateLimit, Service, SimulateAction,
+    WireRequest, MAX_INVOICE_TTL_SECS,
 };
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
@@ -88,8 +88,8 @@ const WARMUP: Duration = Duration::from_millis(200);
 const AMOUNT: &str = "19.99";
 /// The JSON body of every POST create.
 const CREATE_BODY: &str = r#"{"currency":"USD","amount":19.99}"#;
-/// Read threads of the in-process `coinorder::Server` (`coinorder serve`'s default).
-const SERVER_THREADS: usize = 8;
+/// The `coinorder` binary the HTTP rows run, built with this bench.
+const COINORDER_BIN: &str = env!("CARGO_BIN_EXE_coinorder");
 /// `deliver_due(limit)` in the delivery loop.
 const DELIVERY_LIMIT: usize = 1_000;
 /// `deliver_due(1)` calls timed per round for the claim row.
@@ -1503,7 +1503,7 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// The HTTP rows on an in-process `coinorder::Server` and the minimal responder (and
+    /// The HTTP rows on `coinorder serve` and the minimal responder (and
     /// nginx when installed). GETs here; the POST row runs with the other writes.
     fn http(&mut self, server: SocketAddr, canned: &Canned) -> Res<()> {
         let store = self.store;
@@ -1863,6 +1863,73 @@ impl Bench<'_> {
     }
 }
 
+/// `coinorder serve` on a store, as a merchant runs it (its defaults: 8 read threads,
+/// default limits, the binary's allocator), in a process of its own on 127.0.0.1: what
+/// the HTTP rows measure. Logs only failures (`--quiet`), takes any rate
+/// (`--rate-limit 0`), and quotes for a year, like the store's own orders.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+    _stdout: Option<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Served {
+    fn start(db: &Path) -> Res<Served> {
+        let mut child = Command::new(COINORDER_BIN)
+            .arg("serve")
+            .arg("--db")
+            .arg(db)
+            .args(["--env", "sandbox", "--addr", "127.0.0.1:0", "--rate-limit", "0", "--quiet"])
+            .args(["--invoice-ttl", &MAX_INVOICE_TTL_SECS.to_string()])
+            // The store is in a temporary directory of this run.
+            .arg("--allow-open-permissions")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        // `coinorder listening on http://<addr> (sandbox)` once it listens. The pipe stays
+        // open while it runs: a write to a closed stdout would fail in the server.
+        let mut said = String::new();
+        let mut stdout = child.stdout.take().map(std::io::BufReader::new);
+        if let Some(stdout) = &mut stdout {
+            std::io::BufRead::read_line(stdout, &mut said)?;
+        }
+        let addr =
+            said.split_whitespace().find_map(|word| word.strip_prefix("http://")).and_then(|addr| addr.parse().ok());
+        match addr {
+            Some(addr) => Ok(Served { child, addr, _stdout: stdout }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("`coinorder serve` did not start: {said:?}").into())
+            }
+        }
+    }
+
+    /// Stops the server as an operator would (SIGTERM), and waits for it to exit.
+    fn stop(mut self) -> Res<()> {
+        let asked = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
+        if !asked.success() {
+            return Err("could not send SIGTERM to `coinorder serve`".into());
+        }
+        let status = self.child.wait()?;
+        if !status.success() {
+            return Err(format!("`coinorder serve` exited with {status}").into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // Only when a row failed before `stop`: our own child, by its handle.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The three answers the responder repeats, from the real server.
 fn capture(server: SocketAddr, store: &Store) -> Res<Canned> {
     let mut client = Client::connect(server)?;
@@ -1896,18 +1963,22 @@ fn bench_size(options: &Options, dir: &Path, size: usize, nginx: Option<&Path>) 
         bench.reads()?;
     }
     if options.runs("http") || options.runs("creates") || options.runs("http-post") {
-        let server = Server::bind(Arc::clone(&store.full), "127.0.0.1:0")?.spawn(SERVER_THREADS);
-        let canned = capture(server.local_addr(), &store)?;
+        // `serve` runs only while HTTP rows do: its background workers (checkpoints,
+        // expiry, deliveries) would otherwise share the file with the create rows.
+        let mut server = Served::start(&store.path)?;
+        let canned = capture(server.addr, &store)?;
         if options.runs("http") {
-            bench.http(server.local_addr(), &canned)?;
+            bench.http(server.addr, &canned)?;
         }
         if options.runs("creates") {
+            server.stop()?;
             bench.creates()?;
+            server = Served::start(&store.path)?;
         }
         if options.runs("http-post") {
-            bench.http_post(server.local_addr(), &canned)?;
+            bench.http_post(server.addr, &canned)?;
         }
-        server.shutdown();
+        server.stop()?;
     }
     if options.runs("delivery") {
         bench.delivery()?;

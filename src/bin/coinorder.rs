@@ -28,6 +28,10 @@ use coinorder::{
     SmtpConfig, StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
 };
 use serde::Deserialize;
+
+/// The process's memory allocator (see the README's dependency list).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use serde_json::{json, Value};
 
 /// How often `serve` moves orders whose quote ran out.
