@@ -1962,22 +1962,26 @@ fn bench_size(options: &Options, dir: &Path, size: usize, nginx: Option<&Path>) 
     if options.runs("reads") {
         bench.reads()?;
     }
-    if options.runs("http") || options.runs("creates") || options.runs("http-post") {
-        // `serve` runs only while HTTP rows do: its background workers (checkpoints,
-        // expiry, deliveries) would otherwise share the file with the create rows.
-        let mut server = Served::start(&store.path)?;
-        let canned = capture(server.addr, &store)?;
-        if options.runs("http") {
-            bench.http(server.addr, &canned)?;
-        }
-        if options.runs("creates") {
-            server.stop()?;
-            bench.creates()?;
-            server = Served::start(&store.path)?;
-        }
-        if options.runs("http-post") {
-            bench.http_post(server.addr, &canned)?;
-        }
+    // `serve` runs only while HTTP rows do: its background workers (checkpoints, expiry,
+    // deliveries) would otherwise share the file with the create rows.
+    let mut canned = None;
+    if options.runs("http") {
+        let server = Served::start(&store.path)?;
+        let answers = capture(server.addr, &store)?;
+        bench.http(server.addr, &answers)?;
+        server.stop()?;
+        canned = Some(answers);
+    }
+    if options.runs("creates") {
+        bench.creates()?;
+    }
+    if options.runs("http-post") {
+        let server = Served::start(&store.path)?;
+        let answers = match canned {
+            Some(answers) => answers,
+            None => capture(server.addr, &store)?,
+        };
+        bench.http_post(server.addr, &answers)?;
         server.stop()?;
     }
     if options.runs("delivery") {
