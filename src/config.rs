@@ -301,9 +301,10 @@ pub struct SqliteOptions {
     /// come from the memory map; up to 17 connections each hold one, so raise it with care.
     pub cache_mib: u64,
     /// A thread of the service copies the write-ahead log into the database file every
-    /// half second (true, the default), so that no committing write does it itself:
-    /// without it, about one create in 90 waits for such a checkpoint, 10–20 ms. Turn it
-    /// off only to run [`crate::Service::checkpoint`] yourself.
+    /// half second, and at once when a commit leaves 4,000 pages of log (true, the
+    /// default), so that no committing write does it itself: without it, about one
+    /// create in 90 waits for such a checkpoint, 10–20 ms. Turn it off only to run
+    /// [`crate::Service::checkpoint`] yourself.
     pub background_checkpoints: bool,
 }
 

@@ -266,12 +266,14 @@ impl Service {
     /// Copies SQLite's write-ahead log back into the database file, mostly without
     /// holding up any request (passive checkpoints; the last few pages are copied between
     /// two write transactions, a millisecond or so), so that the next write starts the log
-    /// over. A SQLite service already runs this every 500 ms on a thread of its own
+    /// over. A SQLite service already runs this on a thread of its own, every 500 ms and
+    /// whenever a commit leaves 4,000 pages of log
     /// ([`crate::SqliteOptions::background_checkpoints`]); call it yourself only with that
     /// turned off. Without any checkpoints, every thousandth page or so a committing write
     /// does this itself, and pays for it in latency. The first call hands checkpoints to
-    /// the caller for good (a commit then checkpoints only past 64 MiB of log), so call it
-    /// every second or so from then on, or run [`Service::start_checkpoint_worker`].
+    /// the caller for good (a commit then checkpoints only past 16,384 pages of log,
+    /// 32 MiB on a new file), so call it every second or so from then on, or run
+    /// [`Service::start_checkpoint_worker`].
     /// `None` on PostgreSQL.
     pub fn checkpoint(&self) -> Result<Option<crate::Checkpoint>> {
         self.store.checkpoint()

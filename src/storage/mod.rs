@@ -196,12 +196,7 @@ impl Store {
             StoreTarget::Sqlite(path) => {
                 let background = options.sqlite.background_checkpoints;
                 let store = sqlite::SqliteStore::open(path, options)?;
-                let open = sqlite::OpenSqlite::new(store, background).map_err(|e| {
-                    crate::error::Error::new(crate::error::ErrorKind::Config(format!(
-                        "cannot start the SQLite checkpoint thread: {e}"
-                    )))
-                })?;
-                Ok(Store::Sqlite(open))
+                Ok(Store::Sqlite(sqlite::OpenSqlite::new(store, background)?))
             }
             #[cfg(feature = "postgres")]
             StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),

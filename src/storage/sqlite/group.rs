@@ -231,7 +231,7 @@ impl GroupWriter {
     /// Runs `work` on the writer connection outside any transaction, between two groups:
     /// a group open now is committed first (its members have all run their work, since
     /// they run while holding the writer). Writes wait meanwhile, so `work` must be short.
-    pub(super) fn between_groups<T>(&self, work: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(super) fn between_groups<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         let mut writer = self.lock();
         if let Some(group) = writer.open {
             if writer.conn.is_autocommit() {
@@ -242,7 +242,7 @@ impl GroupWriter {
                 let _reported_to_members = self.commit(&mut writer, group);
             }
         }
-        work(&writer.conn)
+        work(&mut writer.conn)
     }
 
     /// Runs `work` alone in a transaction if the writer is free right now, else `None`.
