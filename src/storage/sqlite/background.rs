@@ -25,7 +25,7 @@ const INTERVAL: Duration = Duration::from_millis(500);
 /// Creates under NORMAL write about 200,000 log pages a second here (22,000 creates of
 /// nine pages each); on a fixed 500 ms interval the log passed the 16,384-page cap
 /// ([`super::WAL_CAP_PAGES`]) between two runs, and a commit then copied the whole log
-/// itself: 11 % of a create's time (a native profile of 100,000 creates), the very cost
+/// itself: 11 % of a create's time (a native profile of 60,000 creates), the very cost
 /// the thread is there to take off requests.
 #[derive(Debug, Default)]
 pub(crate) struct LogBell {
