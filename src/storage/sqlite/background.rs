@@ -36,6 +36,9 @@ pub(crate) struct LogBell {
     /// looking at `rung` and falling asleep, cannot miss it.
     stopped: Mutex<bool>,
     wake: Condvar,
+    /// Runs the thread has finished, for tests to count.
+    #[cfg(test)]
+    runs: std::sync::atomic::AtomicUsize,
 }
 
 impl LogBell {
@@ -134,6 +137,8 @@ impl BackgroundCheckpoints {
                 // again by the next ring, with writes held up each time: after either,
                 // the thread waits its whole interval.
                 heed_bell = matches!(store.checkpoint_run(), Ok(run) if !run.held_off);
+                #[cfg(test)]
+                signal.runs.fetch_add(1, Ordering::SeqCst);
             }
         })?;
         Ok(BackgroundCheckpoints { bell, thread: Some(thread) })
@@ -184,6 +189,44 @@ mod tests {
             log = log_pages(&path)?;
         }
         assert!(log < 10, "the thread ran on the bell and the log started over: {log} pages");
+        drop(thread);
+        Ok(())
+    }
+
+    #[test]
+    fn after_a_run_a_reader_held_off_the_thread_waits_its_interval_whatever_rings() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        let options = StoreOptions {
+            sqlite: crate::config::SqliteOptions { synchronous_full: false, ..Default::default() },
+            busy_timeout: Duration::from_secs(5),
+        };
+        let store = Arc::new(SqliteStore::open(&path, options)?);
+        store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
+        store.hand_checkpoints_over()?;
+        let thread = BackgroundCheckpoints::start(Arc::downgrade(&store), store.log_bell(), Duration::from_secs(600))
+            .map_err(|e| Error::new(ErrorKind::Internal(e.to_string())))?;
+        let bell = store.log_bell();
+        // A reader's snapshot in the log, below the mark; then writes past it ring.
+        store.write(|c| c.sqlite_for_test().execute(&filler_rows(1_000), []).db())?;
+        let reader = rusqlite::Connection::open(&path).db()?;
+        reader.execute_batch("BEGIN").db()?;
+        let _rows: i64 = reader.query_row("SELECT count(*) FROM filler", [], |r| r.get(0)).db()?;
+        store.write(|c| c.sqlite_for_test().execute(&filler_rows(1_500), []).db())?;
+        let started = Instant::now();
+        while bell.runs.load(Ordering::SeqCst) == 0 && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(bell.runs.load(Ordering::SeqCst), 1, "the ring started a run, which the reader held off");
+        // Every commit past the mark rings again; the thread does not answer before its
+        // interval is up (a run now would hold the writes up for the same reader).
+        for _ in 0..20 {
+            store.write(|c| c.sqlite_for_test().execute("INSERT INTO filler VALUES (x'00')", []).db())?;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(bell.rung.load(Ordering::SeqCst), "the commits rang");
+        assert_eq!(bell.runs.load(Ordering::SeqCst), 1, "and no run answered");
+        reader.execute_batch("COMMIT").db()?;
         drop(thread);
         Ok(())
     }
