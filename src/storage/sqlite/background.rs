@@ -163,20 +163,26 @@ mod tests {
     use crate::storage::sqlite::tests::{filler_rows, log_pages};
     use crate::storage::{DbResult, StoreOptions};
 
-    #[test]
-    fn a_commit_past_the_restart_mark_wakes_the_thread_before_its_interval() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
-        let path = dir.path().join("t.db");
+    /// A store in `dir` (NORMAL, a `filler` table) with checkpoints handed over to a
+    /// thread whose interval no test waits for: only the bell can start a run in time.
+    fn store_with_thread(dir: &tempfile::TempDir) -> Result<(Arc<SqliteStore>, BackgroundCheckpoints)> {
         let options = StoreOptions {
             sqlite: crate::config::SqliteOptions { synchronous_full: false, ..Default::default() },
             busy_timeout: Duration::from_secs(5),
         };
-        let store = Arc::new(SqliteStore::open(&path, options)?);
+        let store = Arc::new(SqliteStore::open(&dir.path().join("t.db"), options)?);
         store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
         store.hand_checkpoints_over()?;
-        // An interval no test waits for: only the bell can start a run in time.
         let thread = BackgroundCheckpoints::start(Arc::downgrade(&store), store.log_bell(), Duration::from_secs(600))
             .map_err(|e| Error::new(ErrorKind::Internal(e.to_string())))?;
+        Ok((store, thread))
+    }
+
+    #[test]
+    fn a_commit_past_the_restart_mark_wakes_the_thread_before_its_interval() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
+        let path = dir.path().join("t.db");
+        let (store, thread) = store_with_thread(&dir)?;
         store.write(|c| c.sqlite_for_test().execute(&filler_rows(1_000), []).db())?;
         assert!(!store.log_bell.rung.load(Ordering::SeqCst), "about 2,000 pages: below the mark, no ring");
         store.write(|c| c.sqlite_for_test().execute(&filler_rows(2_500), []).db())?;
@@ -197,15 +203,7 @@ mod tests {
     fn after_a_run_a_reader_held_off_the_thread_waits_its_interval_whatever_rings() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Config(e.to_string())))?;
         let path = dir.path().join("t.db");
-        let options = StoreOptions {
-            sqlite: crate::config::SqliteOptions { synchronous_full: false, ..Default::default() },
-            busy_timeout: Duration::from_secs(5),
-        };
-        let store = Arc::new(SqliteStore::open(&path, options)?);
-        store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
-        store.hand_checkpoints_over()?;
-        let thread = BackgroundCheckpoints::start(Arc::downgrade(&store), store.log_bell(), Duration::from_secs(600))
-            .map_err(|e| Error::new(ErrorKind::Internal(e.to_string())))?;
+        let (store, thread) = store_with_thread(&dir)?;
         let bell = store.log_bell();
         // A reader's snapshot in the log, below the mark; then writes past it ring.
         store.write(|c| c.sqlite_for_test().execute(&filler_rows(1_000), []).db())?;
