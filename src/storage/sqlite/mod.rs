@@ -616,7 +616,7 @@ pub(super) mod tests {
         store.checkpoint()?;
         // SQLite reports 0 once its automatic checkpoint gave way to another log hook.
         assert_eq!(autocheckpoint()?, 0, "from the first one on, the store's log hook replaces SQLite's");
-        // 3,000 pages of writes: past SQLite's default of 1,000, far below the cap.
+        // 3,000 rows, about 6,000 pages of 2 KiB: past SQLite's default of 1,000, far below the cap.
         store.write(|c| c.sqlite_for_test().execute_batch("CREATE TABLE filler (bytes BLOB)").db())?;
         for _ in 0..30 {
             store.write(|c| c.sqlite_for_test().execute(&filler_rows(100), []).db())?;
