@@ -90,6 +90,9 @@ pub(super) struct GroupWriter {
     awaiting_commit: AtomicUsize,
     ended: Mutex<Ended>,
     ended_changed: Condvar,
+    /// Groups committed by a member that found them left behind ([`STALE_CHECK`]).
+    #[cfg(test)]
+    left_behind: AtomicUsize,
 }
 
 impl std::fmt::Debug for GroupWriter {
@@ -136,6 +139,8 @@ impl GroupWriter {
             awaiting_commit: AtomicUsize::new(0),
             ended: Mutex::new(Ended::default()),
             ended_changed: Condvar::new(),
+            #[cfg(test)]
+            left_behind: AtomicUsize::new(0),
         }
     }
 
@@ -320,7 +325,8 @@ impl GroupWriter {
     }
 
     /// Waits, as the last of group `group`'s `members` so far, until `until` for more
-    /// members; then commits the group if none came (one that came ends it instead).
+    /// members; then commits the group, unless it ended meanwhile or a write queued for
+    /// the writer will join it (the last to join commits).
     fn wait_for_more(&self, group: u64, members: usize, until: Instant) -> Result<()> {
         let mut ended = self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while ended.through < group {
@@ -338,13 +344,15 @@ impl GroupWriter {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut writer = self.lock();
         self.waiting.fetch_sub(1, Ordering::SeqCst);
-        let nobody_came = writer.open == Some(group) && writer.members == members;
+        let still_open = writer.open == Some(group);
+        let nobody_came = still_open && writer.members == members;
         writer.missed_in_row = if nobody_came { writer.missed_in_row.saturating_add(1) } else { 0 };
-        if nobody_came && self.waiting.load(Ordering::SeqCst) == 0 && !writer.conn.is_autocommit() {
+        // Commits whether or not others came: one that came while this member queued for
+        // the writer saw it queued (in `waiting`) and left the group open for it.
+        if still_open && self.waiting.load(Ordering::SeqCst) == 0 && !writer.conn.is_autocommit() {
             return self.commit(&mut writer, group);
         }
-        // A member that came since (or one queued now) commits the group, or the group
-        // already ended: read how.
+        // One queued now commits the group, or the group already ended: read how.
         drop(writer);
         self.wait_for(group)
     }
@@ -375,6 +383,8 @@ impl GroupWriter {
                 };
                 if let Some(mut writer) = writer {
                     if writer.open == Some(group) && self.waiting.load(Ordering::SeqCst) == 0 {
+                        #[cfg(test)]
+                        self.left_behind.fetch_add(1, Ordering::SeqCst);
                         let _ = self.commit(&mut writer, group);
                     }
                 }
@@ -647,6 +657,36 @@ mod tests {
         let (_dir, writer) = writer();
         a_write_arriving_joins(&writer);
         assert_eq!(stored(&writer), vec![101, 102]);
+    }
+
+    #[test]
+    fn a_member_waiting_for_more_commits_the_group_one_joined_while_it_queued() {
+        let (_dir, writer) = writer();
+        after_a_group_of(&writer, 3, Duration::from_millis(100));
+        let first = {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || writer.write(Duration::from_secs(5), |conn| insert(conn, 1)))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while writer.awaiting_commit.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(writer.awaiting_commit.load(Ordering::SeqCst), 1, "the first write waits for more members");
+        // The second write joins, and holds the writer until the first one's wait ended
+        // and it queued for the writer: the second then leaves the group to it.
+        writer
+            .write(Duration::from_secs(5), |conn| {
+                insert(conn, 2)?;
+                while writer.waiting.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(())
+            })
+            .expect("the second write");
+        assert!(matches!(first.join().expect("thread"), Ok(())));
+        assert_eq!(stored(&writer), vec![1, 2]);
+        assert_eq!(writer.lock().last_members, 2, "one commit for both");
+        assert_eq!(writer.left_behind.load(Ordering::SeqCst), 0, "the group was committed, not left behind");
     }
 
     #[test]
