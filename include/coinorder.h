@@ -437,7 +437,7 @@ coinorder_status coinorder_order_payments(const struct coinorder_service *servic
  * Runs one sandbox simulation step on an order (a sandbox service only; on live it fails
  * with `Not Found`). `action_json` is the body of `POST /v1/orders/<id>/simulate`:
  * `{"action":"pay"}` (also `partial`, `confirm`, `reject`, `cancel`, `expire`; `pay` and
- * `partial` take an optional `"amount"` in the invoice's coin, `pay` an optional
+ * `partial` take an optional `"amount"` in the invoice's coin and an optional
  * `"confirmed":false`). `*simulation_json_out` gets what the step did:
  * `{"order","invoice","events":[...],"payments":[...]}` (plus `txid` and `payment` when
  * it made one payment).

@@ -169,10 +169,12 @@ pub enum SimulateAction {
         /// False leaves the payment unconfirmed.
         confirmed: bool,
     },
-    /// A confirmed payment of `amount`, or of half of what is still due.
+    /// A payment of `amount`, or of half of what is still due.
     Partial {
         /// Crypto amount; `None`: half of what is due.
         amount: Option<Decimal>,
+        /// False leaves the payment unconfirmed.
+        confirmed: bool,
     },
     /// Confirms every unconfirmed payment of the order.
     Confirm,
@@ -191,7 +193,7 @@ impl SimulateAction {
     pub fn from_name(name: &str, amount: Option<Decimal>, confirmed: bool) -> Result<SimulateAction> {
         Ok(match name {
             "pay" => SimulateAction::Pay { amount, confirmed },
-            "partial" => SimulateAction::Partial { amount },
+            "partial" => SimulateAction::Partial { amount, confirmed },
             "confirm" => SimulateAction::Confirm,
             "reject" => SimulateAction::Reject,
             "cancel" => SimulateAction::Cancel,

@@ -115,7 +115,7 @@ fn step(service: &Service, merchant: &Merchant, orders: &mut Vec<String>, hook: 
         18..=31 => {
             check("pay unconfirmed", service.simulate(id, &SimulateAction::Pay { amount: None, confirmed: false }))
         }
-        32..=41 => check("partial", service.simulate(id, &SimulateAction::Partial { amount: None })),
+        32..=41 => check("partial", service.simulate(id, &SimulateAction::Partial { amount: None, confirmed: true })),
         42..=53 => check("confirm", service.simulate(id, &SimulateAction::Confirm)),
         54..=61 => check("reject", service.simulate(id, &SimulateAction::Reject)),
         62..=67 => check("cancel", service.simulate(id, &SimulateAction::Cancel)),

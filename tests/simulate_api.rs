@@ -60,6 +60,21 @@ fn partial_without_an_amount_pays_half_then_pay_pays_the_rest() {
 }
 
 #[test]
+fn unconfirmed_partial_waits_for_confirm_like_an_unconfirmed_pay() {
+    let h = harness();
+    let mut o = btc_order(&h);
+    tick(&h);
+    sim_ok(&h, &o.id, &json!({"action": "partial", "confirmed": false}));
+    step(&h, &mut o, Expect::received("PENDING", "50", "EUR"), &[("order.pending", "NEW")]);
+    let payments = h.svc.order_payments(&o.id).expect("payments");
+    assert_eq!(payments.len(), 1);
+    assert_eq!((payments[0].amount, payments[0].state), (dec("0.00555556"), coinorder::PaymentState::Unconfirmed));
+    tick(&h);
+    sim_ok(&h, &o.id, &json!({"action": "confirm"}));
+    step(&h, &mut o, Expect::received("PENDING", "50", "EUR"), &[]);
+    assert_eq!(h.svc.order_payments(&o.id).expect("payments")[0].state, coinorder::PaymentState::Confirmed);
+}
+#[test]
 fn amounts_are_in_the_invoice_crypto_currency() {
     let h = harness();
     let mut o = btc_order(&h);

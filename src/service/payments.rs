@@ -594,7 +594,7 @@ impl Service {
         let order_id = self.create_order(merchant, &request)?.order.order.order_id;
         let pay = |confirmed| SimulateAction::Pay { amount: None, confirmed };
         let steps = match wanted {
-            EventType::Pending => vec![SimulateAction::Partial { amount: None }],
+            EventType::Pending => vec![SimulateAction::Partial { amount: None, confirmed: true }],
             EventType::Paid => vec![pay(true)],
             EventType::Failed => vec![pay(false), SimulateAction::Reject],
             EventType::Cancelled => vec![SimulateAction::Cancel],
@@ -631,7 +631,7 @@ impl Service {
         };
         match action {
             SimulateAction::Pay { amount, confirmed } => pay(*amount, PaidAmount::Due, *confirmed),
-            SimulateAction::Partial { amount } => pay(*amount, PaidAmount::HalfDue, true),
+            SimulateAction::Partial { amount, confirmed } => pay(*amount, PaidAmount::HalfDue, *confirmed),
             SimulateAction::Confirm | SimulateAction::Reject => {
                 let to =
                     if *action == SimulateAction::Confirm { PaymentState::Confirmed } else { PaymentState::Rejected };

@@ -1025,7 +1025,8 @@ impl Service {
     }
 
     /// One sandbox simulation step: `action` is pay, partial, confirm, reject, cancel or
-    /// expire; `amount` (pay, partial) is in the invoice's coin, what is due by default.
+    /// expire; `amount` (pay, partial) is in the invoice's coin, what is due by default;
+    /// `confirmed=False` (pay, partial) leaves the payment unconfirmed.
     #[pyo3(signature = (order_id, action, amount = None, confirmed = true))]
     fn simulate(
         &self,
