@@ -136,15 +136,7 @@ impl SmtpConfig {
 impl fmt::Debug for SmtpConfig {
     // The URL may carry a password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = match url::Url::parse(&self.url) {
-            Ok(mut url) if url.password().is_some() => {
-                let _ = url.set_password(Some("redacted"));
-                url.to_string()
-            }
-            Ok(url) => url.to_string(),
-            Err(_) => "[unparsable]".to_string(),
-        };
-        f.debug_struct("SmtpConfig").field("url", &shown).field("from", &self.from).finish()
+        f.debug_struct("SmtpConfig").field("url", &crate::redact_url(&self.url)).field("from", &self.from).finish()
     }
 }
 

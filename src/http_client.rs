@@ -38,10 +38,10 @@ impl Resolver for DeadlineResolver {
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-            return Err(ureq::Error::BadUri(format!("{uri}: no scheme or host")));
+            return Err(ureq::Error::BadUri(format!("{}: no scheme or host", crate::redact_url(&uri.to_string()))));
         };
         let host_and_port = DefaultResolver::host_and_port(scheme, authority)
-            .ok_or_else(|| ureq::Error::BadUri(format!("{uri}: no port")))?;
+            .ok_or_else(|| ureq::Error::BadUri(format!("{}: no port", crate::redact_url(&uri.to_string()))))?;
         let addresses = if timeout.after.is_not_happening() {
             host_and_port.to_socket_addrs()?.collect()
         } else {

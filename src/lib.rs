@@ -87,7 +87,7 @@ pub use payments::{
     EXPIRY_MIN_BATCH, EXPIRY_PAUSE,
 };
 pub use rates::RateSource;
-pub use secrets::SecretString;
+pub use secrets::{redact_url, SecretString};
 #[cfg(feature = "server")]
 pub use server::{RequestLog, Server, ServerHandle, ServerLimits};
 pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, MISSING_PASSES};

@@ -17,6 +17,28 @@ use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// `url` as it may be shown in a log or a message: a password in it becomes `***`, and so
+/// does each query value (a webhook URL's `?token=` is as secret as a password). A URL
+/// that does not parse is not shown at all.
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return "(unparsable URL)".to_string();
+    };
+    if parsed.password().is_some() {
+        // Fails only for URLs that cannot have a password, which this one had.
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query().is_some() {
+        let names: Vec<String> = parsed.query_pairs().map(|(name, _)| name.into_owned()).collect();
+        let mut query = parsed.query_pairs_mut();
+        query.clear();
+        for name in &names {
+            query.append_pair(name, "***");
+        }
+    }
+    parsed.to_string()
+}
+
 /// A secret string whose `Debug` and `Display` never show the value.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretString(String);
@@ -139,6 +161,17 @@ impl SecretBox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redact_url_hides_the_password_and_query_values_only() {
+        assert_eq!(
+            redact_url("http://shop:s3cretPW@127.0.0.1:9/hook?token=qTok123&v=2"),
+            "http://shop:***@127.0.0.1:9/hook?token=***&v=***"
+        );
+        assert_eq!(redact_url("https://example.com/hooks/coinorder"), "https://example.com/hooks/coinorder");
+        assert_eq!(redact_url("smtp://mailer@mail.example.com:587"), "smtp://mailer@mail.example.com:587");
+        assert_eq!(redact_url("not a url s3cretPW"), "(unparsable URL)");
+    }
 
     #[test]
     fn seal_round_trips_and_hides_the_value() -> Result<()> {

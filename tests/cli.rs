@@ -2100,8 +2100,9 @@ fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
     let key = created["key"].as_str().expect("key").to_string();
     let hint = created["key_hint"].as_str().expect("hint").to_string();
     let key_id = created["id"].as_str().expect("id").to_string();
-    // Webhooks go to a port nothing listens on: each attempt fails and is logged.
-    run_json(dir, &["keys", "set-webhook", &key_id, "http://127.0.0.1:9/hook"]);
+    // Webhooks go to a port nothing listens on: each attempt fails and is logged, without
+    // the credentials the URL carries.
+    run_json(dir, &["keys", "set-webhook", &key_id, "http://shop:s3cretPW@127.0.0.1:9/hook?token=qTok123"]);
 
     // So does the payment-link e-mail, to an SMTP port nothing listens on either.
     let (server, addr) = ServeProcess::start(dir, &["--invoice-ttl", "1", "--smtp-url", "smtp://127.0.0.1:9"]);
@@ -2126,10 +2127,11 @@ fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
     assert!(log.contains("expiry 1 expired, 0 failed"), "{log}");
     assert!(
         log.contains("webhook msg_")
-            && log.contains("attempt 1 http://127.0.0.1:9/hook ->")
+            && log.contains("attempt 1 http://shop:***@127.0.0.1:9/hook?token=*** ->")
             && log.contains("(retrying)"),
         "{log}"
     );
+    assert!(!log.contains("s3cretPW") && !log.contains("qTok123"), "{log}");
     // The e-mail's attempt, with the reason it was not sent, never the customer's address.
     assert!(log.contains(" email ") && log.contains(&format!("attempt 1 for order {order_id} -> ")), "{log}");
     assert!(!log.contains("buyer@shop.example"), "{log}");

@@ -23,9 +23,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use coinorder::money::Decimal;
 use coinorder::render;
 use coinorder::{
-    Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery, EventType,
-    HostOrderQuery, Merchant, NewApiKey, OrderStatus, RateLimit, Server, ServerLimits, Service, SimulateAction,
-    SmtpConfig, StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
+    redact_url, Config, DeliveryState, Email, EmailReport, EmailState, Environment, ErrorKind, EventDelivery,
+    EventType, HostOrderQuery, Merchant, NewApiKey, OrderStatus, RateLimit, Server, ServerLimits, Service,
+    SimulateAction, SmtpConfig, StoreTarget, Timestamp, HOST_LIST_MAX_LIMIT,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -794,6 +794,8 @@ impl ServeLog {
 
 impl coinorder::Observer for ServeLog {
     fn webhook_attempted(&self, event_id: &str, attempt: &coinorder::WebhookAttempt, outcome: &str) {
+        // A webhook URL may carry credentials (`https://user:pass@…`, `?token=…`).
+        let url = redact_url(&attempt.url);
         let answer = match (attempt.status, &attempt.error) {
             (Some(status), _) => status.to_string(),
             (None, Some(error)) => error.clone(),
@@ -802,13 +804,13 @@ impl coinorder::Observer for ServeLog {
         self.line(
             "webhook",
             &format!(
-                "{event_id} attempt {} {} -> {answer} in {} ms ({outcome})",
-                attempt.attempt, attempt.url, attempt.latency_ms
+                "{event_id} attempt {} {url} -> {answer} in {} ms ({outcome})",
+                attempt.attempt, attempt.latency_ms
             ),
             json!({
                 "event_id": event_id,
                 "attempt": attempt.attempt,
-                "url": attempt.url,
+                "url": url,
                 "status": attempt.status,
                 "error": attempt.error,
                 "latency_ms": attempt.latency_ms,
@@ -1343,19 +1345,6 @@ fn check_smtp_url(url: &str) -> CliResult<()> {
     SmtpConfig { url: url.to_string(), from: DEFAULT_SMTP_FROM.into() }
         .check()
         .map_err(|e| format!("--smtp-url {}: {e}", redact_url(url)))
-}
-
-/// The URL with its password replaced by `***`, for messages.
-fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() {
-                let _ = parsed.set_password(Some("***"));
-            }
-            parsed.to_string()
-        }
-        Err(_) => "(unparsable URL)".to_string(),
-    }
 }
 
 fn open(db: &Path, mut config: Config) -> CliResult<Service> {
@@ -2264,7 +2253,7 @@ mod tests {
     fn passwords_are_redacted() {
         assert_eq!(
             redact_url("smtp://user:s3cret@mail.example:587?tls=required"),
-            "smtp://user:***@mail.example:587?tls=required"
+            "smtp://user:***@mail.example:587?tls=***"
         );
         assert_eq!(redact_url("smtp://127.0.0.1:2525"), "smtp://127.0.0.1:2525");
         assert!(!redact_url("smtps://u:p%40ss@h").contains("p%40ss"));
