@@ -79,6 +79,9 @@ fn unknown_malformed_or_other_environment_keys_are_401() {
         ("too long", format!("{}x", h.key)),
         ("wrong case prefix", h.key.replacen("test_", "TEST_", 1)),
         ("key with spaces", format!(" {} x", h.key)),
+        ("padded with a no-break space", format!("\u{a0}{}", h.key)),
+        ("padded with an ideographic space", format!("{}\u{3000}", h.key)),
+        ("non-ASCII", format!("{}é", h.key)),
         ("other environment", live_key.clone()),
     ];
     for (case, key) in cases {
@@ -89,6 +92,15 @@ fn unknown_malformed_or_other_environment_keys_are_401() {
         assert_error(&resp, 401, "Unauthorized");
     }
     assert!(list_all(&h.svc, &h.key).is_empty());
+}
+
+#[test]
+fn ascii_white_space_around_a_key_is_ignored() {
+    let h = harness();
+    for padded in [format!(" {}\t", h.key), format!("{}\r\n", h.key)] {
+        let resp = get(&h.svc, &padded, "/v1/orders");
+        assert_eq!(resp.status, 200, "{padded:?}: {}", text(&resp));
+    }
 }
 
 #[test]

@@ -332,6 +332,20 @@ fn one_connection_serves_many_requests() {
 }
 
 #[test]
+fn a_key_with_bytes_beyond_ascii_is_a_malformed_key_not_a_missing_one() {
+    let fx = Fixture::start(2);
+    let mut conn = RawConn::open(fx.addr);
+    for key in [format!("{}\u{e9}", fx.key).into_bytes(), b"test_\xe9".to_vec()] {
+        let mut head = b"GET /v1/orders HTTP/1.1\r\nHost: test\r\nx-api-key: ".to_vec();
+        head.extend_from_slice(&key);
+        head.extend_from_slice(b"\r\n\r\n");
+        conn.send(&head);
+        let (status, _, body) = conn.response();
+        assert_eq!((status, &body["error_code"]), (401, &json!("Unauthorized")), "{body}");
+    }
+}
+
+#[test]
 fn oversized_body_is_rejected_and_the_connection_stays_usable() {
     let fx = Fixture::start(2);
     let mut conn = RawConn::open(fx.addr);

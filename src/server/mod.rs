@@ -455,7 +455,9 @@ async fn answer(shared: &Shared, client: IpAddr, request: Request<Incoming>) -> 
 fn key_shown(request: &Request<Incoming>) -> String {
     match request.headers().get("x-api-key").map(|value| value.to_str()) {
         None => "-".to_string(),
-        Some(Ok(key)) if crate::keys::key_environment(key.trim()).is_some() => crate::keys::key_hint(key.trim()),
+        Some(Ok(key)) if crate::keys::key_environment(key.trim_ascii()).is_some() => {
+            crate::keys::key_hint(key.trim_ascii())
+        }
         Some(_) => "malformed".to_string(),
     }
 }
@@ -492,10 +494,12 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
         Err(refused) => return Answer::Close(refused),
     };
     let client = client_address(client, &parts.headers);
+    // A value with bytes beyond visible ASCII is passed on, not dropped: an `x-api-key`
+    // such as `test_é` is a malformed key (401), not a missing one.
     let headers = parts
         .headers
         .iter()
-        .filter_map(|(name, value)| Some((name.as_str().to_string(), value.to_str().ok()?.to_string())))
+        .map(|(name, value)| (name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
     let wire = WireRequest {
         method: parts.method.as_str().to_string(),

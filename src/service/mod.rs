@@ -505,7 +505,9 @@ impl Service {
 
     /// The hash to look a presented key up by, or why it cannot be one of this service's.
     fn presented_key_hash(&self, api_key: Option<&str>) -> Result<[u8; 32]> {
-        let presented = api_key.map(str::trim).unwrap_or("");
+        // ASCII white space only (a key read from a file keeps its newline; HTTP trims
+        // spaces and tabs): a key padded with other characters is malformed.
+        let presented = api_key.map(str::trim_ascii).unwrap_or("");
         if presented.is_empty() {
             return Err(Error::new(ErrorKind::AuthenticationFailed("Authentication token is not set or expired")));
         }
