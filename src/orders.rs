@@ -369,12 +369,13 @@ pub struct OrderWithInvoice {
 /// The result of Create Order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatedOrder {
-    /// The order and its invoice.
+    /// The order and its invoice, as they are now: on a replay, in whatever state the
+    /// order has reached since it was created.
     pub order: OrderWithInvoice,
     /// The hosted payment page link (`?id=<order_id>`).
     pub payment_url: String,
     /// True when this was an identical retry of an earlier request: nothing new was
-    /// created and the original response is returned.
+    /// created, and `response_body` is the original 201 body, byte for byte.
     pub replayed: bool,
     /// The exact JSON body of the original 201 response (what a replay returns).
     pub response_body: String,

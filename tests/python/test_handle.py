@@ -62,6 +62,13 @@ def test_handle_on_a_live_service_has_no_simulate(db_path: str) -> None:
         assert response.status == 404
 
 
+def test_headers_must_be_a_mapping(svc: coinorder.Service) -> None:
+    with pytest.raises(TypeError, match="headers: must be a mapping"):
+        svc.handle("GET", "/v1/orders", [("x-api-key", "test_x")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="headers: must be a mapping"):
+        svc.handle("GET", "/v1/orders", {"x-api-key": 1})  # type: ignore[dict-item]
+
+
 def test_response_is_immutable(svc: coinorder.Service) -> None:
     response = svc.handle("GET", "/v1/orders")
     for name, value in (("status", 200), ("body", b"{}"), ("headers", {})):
@@ -69,6 +76,9 @@ def test_response_is_immutable(svc: coinorder.Service) -> None:
             setattr(response, name, value)
     assert response.status == 400
     assert "Response" in repr(response)
+    response.headers["content-type"] = "text/plain"
+    response.headers.clear()
+    assert response.headers["content-type"] == "application/json"
 
 
 def test_order_status_members() -> None:

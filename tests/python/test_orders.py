@@ -370,6 +370,20 @@ def test_order_objects_are_immutable(new_order: NewOrder) -> None:
     assert created.order.amount == Decimal("19.99") and created.order.status == "NEW"
 
 
+def test_lists_an_object_hands_out_are_copies(
+    svc: coinorder.Service, merchant: coinorder.Merchant, new_order: NewOrder
+) -> None:
+    order_id = new_order().order.order_id
+    page = svc.list_orders(merchant)
+    hash_before = hash(page)
+    page.orders.clear()
+    assert len(page.orders) == 1 and hash(page) == hash_before
+    step = svc.simulate(order_id, "pay")
+    step.payments.append(step.payments[0])
+    step.events.clear()
+    assert len(step.payments) == 1 and [e.type for e in step.events] == ["order.paid"]
+
+
 def test_to_dict_keeps_python_types(new_order: NewOrder) -> None:
     created = new_order(title="Mug")
     order = created.order.to_dict()

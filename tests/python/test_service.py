@@ -171,6 +171,14 @@ def test_close_is_idempotent_and_later_calls_raise_value_error(db_path: str) -> 
         svc.handle("GET", "/v1/orders")
 
 
+def test_a_closed_service_refuses_to_enter_a_with_block(db_path: str) -> None:
+    svc = coinorder.Service.open(db_path)
+    svc.close()
+    with pytest.raises(ValueError, match="service is closed"):
+        with svc:
+            pass
+
+
 def test_context_manager_closes_on_exit(db_path: str) -> None:
     with coinorder.Service.open(db_path) as svc:
         key = svc.create_key(1)

@@ -35,6 +35,13 @@ def test_body_as_str_and_headers_in_any_case_and_any_mapping() -> None:
     assert coinorder.verify_webhook(SECRET, MappingProxyType(HEADERS), BODY, now=NOW) == {"test": 2432232314}
 
 
+def test_headers_not_a_mapping_or_no_body_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="headers: must be a mapping"):
+        coinorder.verify_webhook(SECRET, list(HEADERS.items()), BODY, now=NOW)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="body: must be bytes or str"):
+        coinorder.verify_webhook(SECRET, HEADERS, None, now=NOW)  # type: ignore[arg-type]
+
+
 def test_within_the_five_minute_tolerance() -> None:
     assert coinorder.verify_webhook(SECRET, HEADERS, BODY, now=NOW + 299) == {"test": 2432232314}
     assert coinorder.verify_webhook(SECRET, HEADERS, BODY, now=NOW - 299) == {"test": 2432232314}

@@ -509,6 +509,20 @@ impl CreatedKey {
     }
 }
 
+/// A list or dict attribute as a copy of its own, anything else as it is: what a caller
+/// does to the list it was handed changes nothing the immutable object holds (nor its
+/// hash). The items themselves are immutable objects or plain values.
+fn fresh(py: Python<'_>, v: Py<PyAny>) -> PyResult<Py<PyAny>> {
+    let bound = v.bind(py);
+    if let Ok(list) = bound.cast::<PyList>() {
+        return Ok(PyList::new(py, list.iter())?.into_any().unbind());
+    }
+    if let Ok(dict) = bound.cast::<PyDict>() {
+        return Ok(dict.copy()?.into_any().unbind());
+    }
+    Ok(v)
+}
+
 /// Declares an immutable Python class of already-built attributes (objects that hold
 /// other objects, and reports), with `to_dict()`, equality and hashing by value, and a
 /// `repr`.
@@ -517,11 +531,19 @@ macro_rules! plain_record {
         $(#[$meta])*
         #[pyclass(frozen, module = "coinorder._coinorder")]
         pub struct $name {
-            $($(#[$fmeta])* #[pyo3(get)] $field: $ty,)*
+            $($(#[$fmeta])* $field: $ty,)*
         }
 
         #[pymethods]
         impl $name {
+            $(
+                $(#[$fmeta])*
+                #[getter]
+                fn $field(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                    fresh(py, value(py, &self.$field)?)
+                }
+            )*
+
             /// The attributes as a plain `dict` (nested objects become dicts too).
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
                 let dict = PyDict::new(py);
@@ -575,7 +597,8 @@ plain_record! {
         invoice: Py<PyAny>,
         /// The hosted payment page for the customer.
         payment_url: String,
-        /// True when an identical earlier request was replayed (no new order).
+        /// True when an identical earlier request was replayed (no new order); `order`
+        /// and `invoice` are then as they are now, which may be past NEW.
         replayed: bool,
     }
 }
@@ -700,8 +723,7 @@ pub struct Response {
     /// The HTTP status.
     #[pyo3(get)]
     status: u16,
-    /// The response headers.
-    #[pyo3(get)]
+    /// The response headers (a copy of its own on each read: `headers`).
     headers: Py<PyDict>,
     /// The body bytes.
     #[pyo3(get)]
@@ -710,6 +732,12 @@ pub struct Response {
 
 #[pymethods]
 impl Response {
+    /// The response headers, lower-case names to values (a new dict on each read).
+    #[getter]
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.headers.bind(py).copy()
+    }
+
     /// The body parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?.call_method1("loads", (self.body.bind(py),))
@@ -795,8 +823,10 @@ impl Service {
         py.detach(move || drop(taken));
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        // A closed service says so here, not at the first call inside the block.
+        slf.get().core()?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (*_args))]
@@ -1173,7 +1203,8 @@ impl Service {
         Rate::object(py, detached(py, move || core.set_rate(&crypto, &fiat, rate, valid_until))?)
     }
 
-    /// The rate table of this environment.
+    /// The rates the host set for this environment; a sandbox quotes pairs not set here
+    /// from its fixed test rates, which are not listed.
     fn list_rates(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let core = self.core()?;
         objects(py, detached(py, move || core.list_rates())?, Rate::object)
@@ -1192,11 +1223,8 @@ impl Service {
         body: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Response> {
         let mut request = WireRequest::new(method, path);
-        if let Some(headers) = headers.filter(|h| !h.is_none()) {
-            for item in headers.call_method0("items")?.try_iter()? {
-                let (name, value): (String, String) = item?.extract()?;
-                request = request.header(&name, &value);
-            }
+        for (name, value) in header_items(headers)? {
+            request = request.header(&name, &value);
         }
         request = request.body(body_arg(body)?);
         let core = self.core()?;
@@ -1211,6 +1239,22 @@ impl Service {
             body: PyBytes::new(py, &response.body).unbind(),
         })
     }
+}
+
+/// The `(name, value)` pairs of a headers argument: a mapping of `str` to `str`, or
+/// `None` for none. Anything else is a `TypeError` naming `headers`.
+fn header_items(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+    let Some(headers) = headers.filter(|h| !h.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let not_a_mapping = |_| PyTypeError::new_err("headers: must be a mapping of header names to values");
+    headers
+        .call_method0("items")
+        .map_err(not_a_mapping)?
+        .try_iter()
+        .map_err(not_a_mapping)?
+        .map(|item| item.and_then(|item| item.extract::<(String, String)>()).map_err(not_a_mapping))
+        .collect()
 }
 
 /// A request or webhook body: bytes, str (sent as UTF-8) or None.
@@ -1324,16 +1368,7 @@ fn verify_webhook<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut found: [Option<String>; 3] = [None, None, None];
     // `None` has no headers, so the missing one is named below.
-    let items = match headers.is_none() {
-        true => Vec::new(),
-        false => headers
-            .call_method0("items")
-            .and_then(|items| items.try_iter()?.collect::<PyResult<Vec<_>>>())
-            .map_err(|_| PyTypeError::new_err("headers: must be a mapping of header names to values"))?,
-    };
-    for item in items {
-        let (name, value): (String, String) =
-            item.extract().map_err(|_| PyTypeError::new_err("headers: must be a mapping of header names to values"))?;
+    for (name, value) in header_items(Some(headers))? {
         let slot = match name.to_ascii_lowercase().as_str() {
             "webhook-id" => 0,
             "webhook-timestamp" => 1,
@@ -1341,6 +1376,9 @@ fn verify_webhook<'py>(
             _ => continue,
         };
         found[slot] = Some(value);
+    }
+    if body.is_none() {
+        return Err(PyTypeError::new_err("body: must be bytes or str"));
     }
     let body = body_arg(Some(body))?;
     let now = match now {
