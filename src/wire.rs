@@ -444,9 +444,17 @@ fn parse_object(body: &[u8]) -> Result<Members> {
     if body.len() > MAX_BODY_BYTES {
         return Err(body_too_large());
     }
-    serde_json::from_slice::<JsonMembers>(body)
-        .map(Members::from)
-        .map_err(|_| Error::invalid("body", "must be a JSON object"))
+    serde_json::from_slice::<JsonMembers>(body).map(Members::from).map_err(|error| {
+        // JSON that is not an object is told so; text that is not JSON at all is told
+        // where it stops being JSON (a lone surrogate escape, a missing quote...).
+        let rule = match error.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("must be a JSON object (not valid JSON: {error})")
+            }
+            _ => "must be a JSON object".to_string(),
+        };
+        Error::invalid("body", rule)
+    })
 }
 
 /// Parses the Create Order body into the typed request. Only types are checked here;

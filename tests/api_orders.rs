@@ -584,6 +584,13 @@ fn body_must_be_a_json_object() {
         assert_eq!(resp.status, 400, "{case}: {}", text(&resp));
         assert_invalid(&resp, "body");
     }
+    // JSON of another shape is told so; text that is not JSON, where it stops being JSON.
+    let resp = h.post_raw(b"[1]".to_vec());
+    assert_eq!(resp.json()["error"], "body: must be a JSON object");
+    let resp = h.post_raw(br#"{"currency":"USD","amount":10,"title":"\ud800"}"#.to_vec());
+    let message = resp.json()["error"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("body: must be a JSON object (not valid JSON: "), "{message}");
+    assert!(message.contains("hex escape at line 1 column "), "{message}");
 }
 
 /// A valid order body of exactly `len` bytes (padded with an unknown member).

@@ -2266,7 +2266,7 @@ static void test_handle(void) {
     EXPECT_OK(handle(fx.svc, "POST", "/v1/orders", headers, "not json", &status, &out, &err));
     CHECK_INT_EQ(status, 400);
     CHECK_CONTAINS(out, "\"error_code\":\"PARAMETERS_MISSING\"");
-    CHECK_CONTAINS(out, "\"error\":\"body: must be a JSON object\"");
+    CHECK_CONTAINS(out, "\"error\":\"body: must be a JSON object (not valid JSON: expected ident at line 1 column 2)\"");
     coinorder_string_free(out);
 
     out = NULL;
