@@ -77,7 +77,8 @@ impl fmt::Display for DeliveryState {
 pub struct WebhookAttempt {
     /// 1 for the first attempt of the current schedule.
     pub attempt: i64,
-    /// Where it was sent.
+    /// Where it was sent, with any password and query values shown as `***`
+    /// ([`redact_url`](crate::redact_url)).
     pub url: String,
     /// When it started.
     pub started_at: Timestamp,

@@ -145,7 +145,28 @@ pub(crate) fn payment_link_email(order: &Order, recipient: &str, payment_url: &s
     }
 }
 
+/// `text` with every word that holds an `@` shown as `<address>`: an SMTP server's reply
+/// often echoes the customer's address ("550 5.1.1 <alice@…>: Recipient address
+/// rejected"), and the reason a send failed ends up in logs, which must never show it.
+fn without_addresses(text: &str) -> String {
+    text.split_inclusive(char::is_whitespace)
+        .map(|piece| {
+            let word = piece.trim_end_matches(char::is_whitespace);
+            match word.contains('@') {
+                true => format!("<address>{}", &piece[word.len()..]),
+                false => piece.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Sends one payment-link e-mail; the error is the reason it was not sent, without any
+/// e-mail address in it.
 pub(crate) fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
+    send_with_addresses(transport, from, email).map_err(|reason| without_addresses(&reason))
+}
+
+fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
     let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;
     let to: Mailbox = email.recipient.parse().map_err(|e| format!("bad recipient: {e}"))?;
     // The boundary and the Message-ID are ours rather than lettre's: lettre draws both from

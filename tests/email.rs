@@ -193,6 +193,24 @@ fn smtp_down_is_retried_on_schedule() {
 }
 
 #[test]
+fn a_refusal_that_echoes_the_address_is_recorded_without_it() {
+    let mut sink = SmtpSink::start();
+    let h = harness(smtp(sink.url()));
+    let mut body = order_body("mug-refused");
+    body["customer_email"] = json!("rejected.customer@customer.example");
+    let (order_id, _) = create(&h, &body);
+    let report = h.svc.send_due_emails(100).expect("send");
+    assert_eq!((report.attempted, report.retrying), (1, 1), "{report:?}");
+    let email = &h.svc.emails(Some(&order_id), 10).expect("emails")[0];
+    let error = email.last_error.as_deref().expect("last_error recorded");
+    // The sink's reply was "550 5.1.1 <rejected.customer@…>: Recipient address rejected".
+    assert!(error.contains("550") && error.contains("<address> Recipient address rejected"), "{error}");
+    assert!(!error.contains("customer.example"), "{error}");
+    assert!(sink.received().is_empty());
+    sink.stop();
+}
+
+#[test]
 fn an_exhausted_schedule_fails_the_email() {
     let mut sink = SmtpSink::start();
     let url = sink.url();

@@ -382,7 +382,8 @@ pub fn created_key(created: &CreatedApiKey) -> serde_json::Result<Value> {
 }
 
 /// An event with its delivery state and attempt log. The payload is the exact body
-/// sent; nothing here is secret (signatures and keys are never stored in the log).
+/// sent; nothing here is secret (signatures and keys are never stored in the log, nor
+/// the credentials a target URL may carry).
 pub fn event_delivery(delivery: &EventDelivery) -> Value {
     let mut value = event(&delivery.event);
     value["order_id"] = Value::from(delivery.event.order_id.as_str());

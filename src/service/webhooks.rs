@@ -355,7 +355,9 @@ impl WebhookSender {
         let started = Instant::now();
         let mut log = WebhookAttempt {
             attempt: job.claimed.attempt,
-            url: url.clone(),
+            // The log is shown by every surface (serve's log, the CLI, both bindings):
+            // never with the URL's credentials.
+            url: crate::redact_url(url),
             started_at,
             status: None,
             latency_ms: 0,

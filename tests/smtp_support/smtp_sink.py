@@ -10,6 +10,9 @@ free port), then one line per message accepted:
    "content_type": ..., "text": <text/plain part or null>, "html": <text/html part or null>,
    "login": <the authenticated user or null>}
 
+A recipient whose local part starts with "rejected" is refused as real servers refuse an
+unknown mailbox, echoing the address: "550 5.1.1 <address>: Recipient address rejected".
+
 With --auth, AUTH PLAIN/LOGIN is offered (also without TLS: this is a test sink) and only
 that user and password are accepted. It runs until its stdin is closed, or it is killed.
 """
@@ -34,6 +37,12 @@ def emit(obj):
 
 
 class Sink:
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("rejected"):
+            return f"550 5.1.1 <{address}>: Recipient address rejected"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server, session, envelope):
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         text = message.get_body(preferencelist=("plain",))

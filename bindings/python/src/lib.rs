@@ -399,7 +399,7 @@ record! {
     WebhookAttempt(coinorder::WebhookAttempt) {
         /// 1 for the first attempt of the current schedule (a redelivery starts a new one).
         attempt => |py, a| value(py, a.attempt),
-        /// Where it was sent.
+        /// Where it was sent, any password and query values shown as `***`.
         url => |py, a| value(py, &a.url),
         /// When it started.
         started_at => |py, a| datetime(py, a.started_at),
