@@ -723,7 +723,7 @@ pub struct Response {
     /// The HTTP status.
     #[pyo3(get)]
     status: u16,
-    /// The response headers (a copy of its own on each read: `headers`).
+    /// The response headers, handed out by the `headers` getter as a copy.
     headers: Py<PyDict>,
     /// The body bytes.
     #[pyo3(get)]
