@@ -154,7 +154,8 @@ pub struct Config {
     /// requests from that address get `API_LIMIT_EXCEEDED` with `Retry-After` before their
     /// key is even looked at, so guessing keys is slow. [`RateLimit::OFF`] turns it off.
     pub failed_auth_limit: RateLimit,
-    /// How long an invoice's quote stays valid (DESIGN §6: 30 minutes).
+    /// How long an invoice's quote stays valid (DESIGN §6: 30 minutes); more than 0 and at
+    /// most [`MAX_INVOICE_TTL_SECS`].
     pub invoice_ttl: Duration,
     /// Crypto currencies customers may pay in (`pay_currency`), upper case.
     pub pay_currencies: Vec<String>,
@@ -173,13 +174,14 @@ pub struct Config {
     pub clock: Arc<dyn Clock>,
     /// A live rate feed consulted before the rate table; `None`: table only.
     pub rate_source: Option<Arc<dyn crate::rates::RateSource>>,
-    /// How long one webhook attempt may take (DESIGN §7: 15 s).
+    /// How long one webhook attempt may take (DESIGN §7: 15 s); more than 0 and at most
+    /// 600 s.
     pub webhook_timeout: Duration,
     /// Delays before each retry of a failed webhook or e-mail (DESIGN §7: 5 s, 5 min,
     /// 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h); each is jittered by ±20 %. After the
-    /// last, the message is marked failed.
+    /// last, the message is marked failed. Each delay is at most 365 days.
     pub retry_schedule: Vec<Duration>,
-    /// How many webhooks [`crate::Service::deliver_due`] sends at once.
+    /// How many webhooks [`crate::Service::deliver_due`] sends at once, 1 to 256.
     pub delivery_concurrency: usize,
     /// Lets a live service send webhooks to loopback, private and link-local addresses
     /// (always allowed in sandbox).
@@ -392,7 +394,30 @@ impl Config {
         if let Some((setting, rule)) = self.smtp.as_ref().and_then(SmtpConfig::problem) {
             return bad(setting, rule);
         }
-        self.watch_problem()
+        self.limits_problem().or_else(|| self.watch_problem())
+    }
+
+    /// The bounds [`Config::from_options`] puts on the numbers it reads, for a host that
+    /// sets the public fields itself: past them SQLite, the clock's arithmetic or the
+    /// rendered timestamps would fail later, in the middle of serving.
+    fn limits_problem(&self) -> Option<(String, String)> {
+        let bad = |setting: &str, rule: &str| Some((setting.to_string(), rule.to_string()));
+        if self.invoice_ttl.is_zero() || self.invoice_ttl > Duration::from_secs(MAX_INVOICE_TTL_SECS) {
+            return bad("invoice_ttl", "must be more than 0 and at most 365 days");
+        }
+        if self.busy_timeout > Duration::from_millis(MAX_BUSY_TIMEOUT_MS) {
+            return bad("busy_timeout_ms", "must be at most 3600000 (one hour)");
+        }
+        if self.webhook_timeout.is_zero() || self.webhook_timeout > Duration::from_secs(MAX_WEBHOOK_TIMEOUT_SECS) {
+            return bad("webhook_timeout_secs", "must be more than 0 and at most 600 seconds");
+        }
+        if !(1..=MAX_DELIVERY_CONCURRENCY).contains(&self.delivery_concurrency) {
+            return bad("delivery_concurrency", "must be from 1 to 256");
+        }
+        if self.retry_schedule.iter().any(|delay| *delay > Duration::from_secs(MAX_INVOICE_TTL_SECS)) {
+            return bad("retry_schedule", "each delay must be at most 365 days");
+        }
+        None
     }
 
     /// The chain watchers' endpoints are http(s) URLs, their depths at least one block,
@@ -435,6 +460,15 @@ impl Config {
 
 /// Longest invoice quote [`Config::from_options`] accepts: one year, in seconds.
 pub const MAX_INVOICE_TTL_SECS: u64 = 365 * 24 * 3600;
+
+/// The longest [`Config::busy_timeout`], in milliseconds: one hour.
+const MAX_BUSY_TIMEOUT_MS: u64 = 3_600_000;
+
+/// The longest [`Config::webhook_timeout`], in seconds.
+const MAX_WEBHOOK_TIMEOUT_SECS: u64 = 600;
+
+/// The most webhooks [`Config::delivery_concurrency`] may send at once.
+const MAX_DELIVERY_CONCURRENCY: usize = 256;
 
 impl Config {
     /// Builds a configuration from the bindings' options (the C ABI's `config_json`, the
@@ -519,12 +553,15 @@ impl Config {
                         value.as_bool().ok_or_else(|| bad(name, "must be true or false"))?;
                 }
                 "busy_timeout_ms" => {
-                    config.busy_timeout = Duration::from_millis(whole(name, value, 0, 3_600_000)?);
+                    config.busy_timeout = Duration::from_millis(whole(name, value, 0, MAX_BUSY_TIMEOUT_MS)?);
                 }
                 "secret_key_file" => config.secret_key_path = Some(text(name, value)?.into()),
-                "webhook_timeout_secs" => config.webhook_timeout = Duration::from_secs(whole(name, value, 1, 600)?),
+                "webhook_timeout_secs" => {
+                    config.webhook_timeout = Duration::from_secs(whole(name, value, 1, MAX_WEBHOOK_TIMEOUT_SECS)?)
+                }
                 "delivery_concurrency" => {
-                    config.delivery_concurrency = usize::try_from(whole(name, value, 1, 256)?).unwrap_or(8);
+                    config.delivery_concurrency =
+                        usize::try_from(whole(name, value, 1, MAX_DELIVERY_CONCURRENCY as u64)?).unwrap_or(8);
                 }
                 "allow_private_webhooks" => {
                     config.allow_private_webhook_targets =
@@ -626,6 +663,30 @@ pub(crate) fn configured_page_path(payment_page_url: &str) -> Option<String> {
 mod options_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn fields_set_directly_are_held_to_the_bounds_options_are() {
+        let refused = |change: fn(&mut Config), expected: &str| {
+            let mut config = Config::new(Environment::Sandbox);
+            change(&mut config);
+            let error = config.validate().expect_err(expected).to_string();
+            assert!(error.contains(expected), "{error}");
+        };
+        refused(|c| c.invoice_ttl = Duration::ZERO, "invoice_ttl: must be more than 0");
+        refused(|c| c.invoice_ttl = Duration::MAX, "invoice_ttl: must be more than 0 and at most 365 days");
+        refused(|c| c.busy_timeout = Duration::from_secs(30 * 86_400), "busy_timeout_ms: must be at most");
+        refused(|c| c.webhook_timeout = Duration::ZERO, "webhook_timeout_secs: must be more than 0");
+        refused(|c| c.delivery_concurrency = 0, "delivery_concurrency: must be from 1 to 256");
+        refused(|c| c.delivery_concurrency = usize::MAX, "delivery_concurrency: must be from 1 to 256");
+        refused(|c| c.retry_schedule = vec![Duration::MAX], "retry_schedule: each delay must be at most 365 days");
+        let mut at_the_bounds = Config::new(Environment::Sandbox);
+        at_the_bounds.invoice_ttl = Duration::from_secs(MAX_INVOICE_TTL_SECS);
+        at_the_bounds.busy_timeout = Duration::from_millis(MAX_BUSY_TIMEOUT_MS);
+        at_the_bounds.webhook_timeout = Duration::from_millis(1);
+        at_the_bounds.delivery_concurrency = MAX_DELIVERY_CONCURRENCY;
+        at_the_bounds.retry_schedule = vec![Duration::from_secs(MAX_INVOICE_TTL_SECS)];
+        assert!(at_the_bounds.validate().is_ok());
+    }
 
     #[test]
     fn options_set_what_they_name_and_refuse_what_they_do_not_know() -> Result<()> {

@@ -1029,6 +1029,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "postgres"))]
+    fn a_postgres_url_in_a_build_without_postgres_says_so_first() {
+        let err = Service::open("postgres://shop@localhost/shop", Config::new(Environment::Sandbox)).expect_err("no");
+        assert!(err.to_string().contains("no PostgreSQL support (cargo feature `postgres`)"), "{err}");
+        assert!(!Path::new("postgres:").exists());
+    }
+
+    #[test]
+    #[cfg(feature = "postgres")]
     fn a_postgres_url_without_the_shared_key_file_is_refused_clearly_and_creates_nothing() {
         for target in ["postgres://shop@localhost/shop", "postgresql://shop@localhost/shop"] {
             let err = Service::open(target, Config::new(Environment::Sandbox)).expect_err("refused");

@@ -117,8 +117,13 @@ impl StoreTarget {
     /// database of one connection's own, so the writer and every reader would each see an
     /// empty database of their own (and an empty path a temporary one, lost at close).
     pub(crate) fn check(&self) -> Result<()> {
-        let StoreTarget::Sqlite(path) = self else {
-            return Ok(());
+        let path = match self {
+            StoreTarget::Sqlite(path) => path,
+            #[cfg(feature = "postgres")]
+            StoreTarget::Postgres(_) => return Ok(()),
+            // Said first, before what else a PostgreSQL target would need (its key file).
+            #[cfg(not(feature = "postgres"))]
+            StoreTarget::Postgres(_) => return Err(no_postgres_support()),
         };
         let text = path.to_string_lossy();
         let rule = if text.trim().is_empty() {
@@ -136,6 +141,14 @@ impl StoreTarget {
     pub fn is_server(&self) -> bool {
         !matches!(self, StoreTarget::Sqlite(_))
     }
+}
+
+/// A PostgreSQL target in a build without the `postgres` feature.
+#[cfg(not(feature = "postgres"))]
+fn no_postgres_support() -> Error {
+    Error::new(ErrorKind::Config(
+        "this build of coinorder has no PostgreSQL support (cargo feature `postgres`); use a SQLite file path".into(),
+    ))
 }
 
 impl std::fmt::Display for StoreTarget {
@@ -201,11 +214,7 @@ impl Store {
             #[cfg(feature = "postgres")]
             StoreTarget::Postgres(url) => Ok(Store::Postgres(postgres::PgStore::open(url, &options)?)),
             #[cfg(not(feature = "postgres"))]
-            StoreTarget::Postgres(_) => Err(Error::new(ErrorKind::Config(
-                "this build of coinorder has no PostgreSQL support (cargo feature `postgres`); \
-                 use a SQLite file path"
-                    .into(),
-            ))),
+            StoreTarget::Postgres(_) => Err(no_postgres_support()),
         }
     }
 
