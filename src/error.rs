@@ -235,6 +235,13 @@ impl From<ErrorKind> for Error {
     }
 }
 
+/// So `?` on [`crate::signature::verify`] works in a function returning [`Result`].
+impl From<crate::signature::VerifyError> for Error {
+    fn from(error: crate::signature::VerifyError) -> Self {
+        Error::new(ErrorKind::Signature(error))
+    }
+}
+
 /// The stable identity of an error, shared by every surface: the spec's `error_code`
 /// string, the HTTP status and a number that never changes meaning (the C ABI's
 /// `coinorder_error_number`). A retired number is never reused.

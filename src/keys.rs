@@ -4,6 +4,8 @@
 //! from the OS RNG. Only its SHA-256 hash is stored; the plain key is returned once, at
 //! creation. Lookups go by hash and the final comparison is constant-time.
 
+use std::fmt;
+
 use rand::distr::{Alphanumeric, SampleString};
 use rand::rngs::OsRng;
 use rand::TryRngCore;
@@ -13,6 +15,7 @@ use subtle::ConstantTimeEq;
 
 use crate::environment::Environment;
 pub use crate::secrets::SecretString;
+use crate::secrets::ShownUrl;
 use crate::time::Timestamp;
 
 /// Random characters after the environment prefix.
@@ -47,7 +50,7 @@ impl KeyStatus {
 }
 
 /// An API key as listed: everything but the key itself and its signing secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct ApiKey {
     /// Stable identifier used to manage the key (`key_` + 16 base62 characters).
     pub id: String,
@@ -73,6 +76,23 @@ pub struct ApiKey {
     pub display_name: Option<String>,
 }
 
+impl fmt::Debug for ApiKey {
+    // The webhook URL may carry credentials (`https://user:pass@…`, `?token=…`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("id", &self.id)
+            .field("user_id", &self.user_id)
+            .field("environment", &self.environment)
+            .field("status", &self.status)
+            .field("webhook_url", &ShownUrl(&self.webhook_url))
+            .field("key_hint", &self.key_hint)
+            .field("created_at_ms", &self.created_at_ms)
+            .field("last_used_at_ms", &self.last_used_at_ms)
+            .field("display_name", &self.display_name)
+            .finish()
+    }
+}
+
 fn serialize_environment<S: serde::Serializer>(env: &Environment, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(env.as_str())
 }
@@ -81,7 +101,7 @@ fn serialize_environment<S: serde::Serializer>(env: &Environment, s: S) -> Resul
 pub const DISPLAY_NAME_MAX_CHARS: usize = 80;
 
 /// What to create a key with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct NewApiKey {
     /// The host application's merchant account id the key acts for.
     pub user_id: i64,
@@ -89,6 +109,17 @@ pub struct NewApiKey {
     pub environment: Environment,
     /// Optional default webhook URL for the key's orders.
     pub webhook_url: Option<String>,
+}
+
+impl fmt::Debug for NewApiKey {
+    // As [`ApiKey`]'s: never the webhook URL's credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewApiKey")
+            .field("user_id", &self.user_id)
+            .field("environment", &self.environment)
+            .field("webhook_url", &ShownUrl(&self.webhook_url))
+            .finish()
+    }
 }
 
 /// A freshly created key: the only time the plain key is available.

@@ -77,6 +77,9 @@ pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
 pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};
+/// The exact decimal type of every amount and rate (rust_decimal's), so a host needs no
+/// version of its own.
+pub use money::Decimal;
 pub use orders::{
     callback_redirect_url, CreateOrder, CreatedOrder, HostOrderQuery, Invoice, ListOrders, Order, OrderPage,
     OrderStatus, OrderWithInvoice, DESCRIPTION_MAX_CHARS, HOST_LIST_MAX_LIMIT, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,

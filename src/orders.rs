@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::money;
+use crate::secrets::ShownUrl;
 use crate::time::Timestamp;
 
 /// Most characters in `title` (spec §8).
@@ -276,7 +277,7 @@ fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {
 }
 
 /// A stored order (spec §2.2, §2.3, §2.5).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Order {
     /// Service-assigned UUID.
     pub order_id: String,
@@ -318,6 +319,34 @@ pub struct Order {
     pub deleted: bool,
     /// True once the merchant accepted a late or short payment with `mark_paid`.
     pub marked_paid: bool,
+}
+
+impl fmt::Debug for Order {
+    // The webhook URL may carry credentials (`https://user:pass@…`, `?token=…`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Order")
+            .field("order_id", &self.order_id)
+            .field("user_id", &self.user_id)
+            .field("environment", &self.environment)
+            .field("key_id", &self.key_id)
+            .field("merchant_order_id", &self.merchant_order_id)
+            .field("title", &self.title)
+            .field("description", &self.description)
+            .field("callback_url", &self.callback_url)
+            .field("webhook_url", &ShownUrl(&self.webhook_url))
+            .field("success_url", &self.success_url)
+            .field("cancel_url", &self.cancel_url)
+            .field("customer_email", &self.customer_email)
+            .field("amount", &self.amount)
+            .field("currency", &self.currency)
+            .field("receive_currency", &self.receive_currency)
+            .field("status", &self.status)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .field("deleted", &self.deleted)
+            .field("marked_paid", &self.marked_paid)
+            .finish()
+    }
 }
 
 /// An order's invoice: the crypto quote (spec §2.4).

@@ -39,6 +39,16 @@ pub fn redact_url(url: &str) -> String {
     parsed.to_string()
 }
 
+/// An optional URL as `Debug` output may show it: through [`redact_url`], for the derived
+/// `Debug` of the types that hold a webhook URL.
+pub(crate) struct ShownUrl<'a>(pub &'a Option<String>);
+
+impl fmt::Debug for ShownUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0.as_deref().map(redact_url), f)
+    }
+}
+
 /// A secret string whose `Debug` and `Display` never show the value.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretString(String);

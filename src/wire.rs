@@ -19,7 +19,7 @@ use crate::service::Service;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// An HTTP request as any server hands it over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct WireRequest {
     /// `GET`, `POST`, ...
     pub method: String,
@@ -33,6 +33,29 @@ pub struct WireRequest {
     /// limited per address ([`crate::Config::failed_auth_limit`]); `None` skips that limit
     /// (a host behind its own proxy, or one that limits elsewhere).
     pub client: Option<std::net::IpAddr>,
+}
+
+impl std::fmt::Debug for WireRequest {
+    // A request logged with `{:?}` must not show the API key (nor other credentials).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                match name.eq_ignore_ascii_case("x-api-key") || name.eq_ignore_ascii_case("authorization") {
+                    true => (name.as_str(), "[redacted]"),
+                    false => (name.as_str(), value.as_str()),
+                }
+            })
+            .collect();
+        f.debug_struct("WireRequest")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("headers", &headers)
+            .field("body", &self.body)
+            .field("client", &self.client)
+            .finish()
+    }
 }
 
 impl WireRequest {

@@ -163,6 +163,39 @@ fn keys_and_webhook_secrets_are_not_stored_in_plaintext() {
 }
 
 #[test]
+fn debug_output_hides_a_webhook_urls_credentials_and_a_requests_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(T0_MS));
+    let svc = Service::open(db_path(&dir), config(Environment::Sandbox, &clock)).expect("open");
+    let url = "https://hookuser:HookPassw0rd@hooks.example/in?token=HookToken123";
+    let new = NewApiKey { user_id: 9, environment: Environment::Sandbox, webhook_url: Some(url.to_string()) };
+    let created = svc.create_key(new.clone()).expect("create key");
+    let merchant = svc.authenticate(Some(created.plain_key.expose())).expect("authenticate");
+    let order = coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: "5".parse().expect("amount"),
+        webhook_url: Some(url.to_string()),
+        ..Default::default()
+    };
+    let order = svc.create_order(&merchant, &order).expect("create order").order.order;
+    let request = coinorder::WireRequest::new("GET", "/v1/orders").header("X-Api-Key", created.plain_key.expose());
+    let renderings = [
+        ("NewApiKey", format!("{new:?}")),
+        ("CreatedApiKey", format!("{created:#?}")),
+        ("ApiKey", format!("{:?}", created.key)),
+        ("Order", format!("{order:?}")),
+        ("WireRequest", format!("{request:?}")),
+    ];
+    for (what, rendered) in renderings {
+        for secret in ["HookPassw0rd", "HookToken123", created.plain_key.expose()] {
+            assert!(!rendered.contains(secret), "Debug of {what} shows {secret}: {rendered}");
+        }
+    }
+    assert!(format!("{order:?}").contains("https://hookuser:***@hooks.example/in?token=***"), "{order:?}");
+    assert!(format!("{request:?}").contains(r#"("X-Api-Key", "[redacted]")"#), "{request:?}");
+}
+
+#[test]
 fn debug_and_json_renderings_do_not_reveal_secrets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(T0_MS));
