@@ -39,8 +39,8 @@ pub fn redact_url(url: &str) -> String {
     parsed.to_string()
 }
 
-/// An optional URL as `Debug` output may show it: through [`redact_url`], for the derived
-/// `Debug` of the types that hold a webhook URL.
+/// An optional URL as `Debug` output may show it, through [`redact_url`]: for the `Debug`
+/// of the types that hold a webhook URL.
 pub(crate) struct ShownUrl<'a>(pub &'a Option<String>);
 
 impl fmt::Debug for ShownUrl<'_> {
