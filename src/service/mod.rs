@@ -182,21 +182,26 @@ impl Service {
         };
         let key_path = match (&target, config.secret_key_path.as_ref().or(from_environment.as_ref())) {
             (StoreTarget::Sqlite(path), _) => config.secret_key_path_for(path),
+            // The host left out a setting a PostgreSQL target needs: named like any other
+            // missing parameter, not a server error.
             (StoreTarget::Postgres(_), None) => {
-                return Err(Error::new(ErrorKind::Config(
-                    "a PostgreSQL database needs the secret key file every host shares: set secret_key_file \
-                     (or COINORDER_SECRET_KEY_FILE, --secret-key-file); create it once with \
-                     `head -c 32 /dev/urandom | base64 > FILE`"
-                        .into(),
-                )))
+                return Err(Error::invalid(
+                    "secret_key_file",
+                    "a PostgreSQL database needs the secret key file every host shares: set it (or \
+                     COINORDER_SECRET_KEY_FILE, --secret-key-file); create it once with \
+                     `head -c 32 /dev/urandom | base64 > FILE`",
+                ))
             }
             (StoreTarget::Postgres(_), Some(path)) if !path.exists() => {
-                return Err(Error::new(ErrorKind::Config(format!(
-                    "secret key file {} does not exist: with PostgreSQL every host must use the same one, so \
-                     coinorder never creates it; create it once with `head -c 32 /dev/urandom | base64 > {}`",
-                    path.display(),
-                    path.display()
-                ))))
+                return Err(Error::invalid(
+                    "secret_key_file",
+                    format!(
+                        "{} does not exist: with PostgreSQL every host must use the same one, so coinorder \
+                         never creates it; create it once with `head -c 32 /dev/urandom | base64 > {}`",
+                        path.display(),
+                        path.display()
+                    ),
+                ))
             }
             (StoreTarget::Postgres(_), Some(path)) => path.clone(),
         };
@@ -1041,8 +1046,12 @@ mod tests {
     fn a_postgres_url_without_the_shared_key_file_is_refused_clearly_and_creates_nothing() {
         for target in ["postgres://shop@localhost/shop", "postgresql://shop@localhost/shop"] {
             let err = Service::open(target, Config::new(Environment::Sandbox)).expect_err("refused");
-            assert_eq!(err.error_code(), "InternalServerError");
-            assert!(err.to_string().contains("needs the secret key file every host shares"), "{err}");
+            assert_eq!(err.error_code(), "PARAMETERS_MISSING");
+            assert!(
+                err.to_string()
+                    .starts_with("secret_key_file: a PostgreSQL database needs the secret key file every host shares"),
+                "{err}"
+            );
             let mut config = Config::new(Environment::Sandbox);
             config.secret_key_path = Some("no-such-coinorder.key".into());
             let err = Service::open(target, config).expect_err("refused");

@@ -40,10 +40,10 @@ def test_open_takes_a_pathlib_path(tmp_path: Path) -> None:
 @pytest.mark.skipif(not os.environ.get("COINORDER_TEST_POSTGRES"), reason="needs the PostgreSQL pass")
 def test_postgres_needs_the_shared_key_file(db_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COINORDER_SECRET_KEY_FILE")
-    with pytest.raises(coinorder.InternalError, match="secret key file every host shares"):
+    with pytest.raises(coinorder.ParametersMissing, match="^secret_key_file: .*secret key file every host shares"):
         coinorder.Service.open(db_path)
     missing = tmp_path / "no-such.key"
-    with pytest.raises(coinorder.InternalError, match="does not exist"):
+    with pytest.raises(coinorder.ParametersMissing, match="^secret_key_file: .*does not exist"):
         coinorder.Service.open(db_path, secret_key_file=str(missing))
     assert not missing.exists()
     key_file = tmp_path / "shared.key"
