@@ -1066,7 +1066,8 @@ impl Receiver {
         Receiver { addr, hits, stop, thread: Some(thread) }
     }
 
-    /// Reads one request and answers 200.
+    /// Reads one request and answers 200, or `410 Gone` to a path ending in `/gone` (a
+    /// receiver that wants no more webhooks: given up at once).
     fn answer(mut stream: std::net::TcpStream) -> Option<Hit> {
         use std::io::Write;
         stream.set_nonblocking(false).ok()?;
@@ -1100,7 +1101,11 @@ impl Receiver {
             data.extend_from_slice(&buf[..n]);
         }
         let body = data[head_end..head_end + length].to_vec();
-        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        let reply: &[u8] = match path.ends_with("/gone") {
+            true => b"HTTP/1.1 410 Gone\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            false => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+        };
+        let _ = stream.write_all(reply);
         Some(Hit { path, headers, body })
     }
 
@@ -2173,12 +2178,26 @@ fn serve_logs_json_lines_or_nothing_with_quiet() {
     assert!(lines.iter().any(|l| l["kind"] == "notice"), "{log}");
     assert!(!log.contains(&key));
 
+    // --quiet: no request or event, nor an attempt delivered; a webhook given up on is
+    // a failure, and is logged.
+    let receiver = Receiver::start();
     let (server, addr) = ServeProcess::start(dir, &["--quiet"]);
     let (status, _) = post_order(&agent(), &addr, &key, r#"{"currency":"USD","amount":5}"#);
     assert_eq!(status, 201);
     run_json(dir, &["sandbox", "trigger", "order.paid"]);
-    let log = serve_log_after(server, Duration::from_millis(1_500));
+    let gone = format!("http://{}/hook/gone", receiver.addr);
+    let (status, body) =
+        post_order(&agent(), &addr, &key, &json!({"currency": "USD", "amount": 5, "webhook_url": gone}).to_string());
+    assert_eq!(status, 201, "{body}");
+    let order_id = body["data"]["order_id"].as_str().expect("order id");
+    run_json(dir, &["sandbox", "cancel", order_id]);
+    let log = serve_log_after(server, Duration::from_millis(2_500));
     assert!(!log.contains("POST /v1/orders") && !log.contains(" event "), "--quiet: {log}");
+    assert!(
+        log.contains(" webhook msg_") && log.contains("/hook/gone -> 410 in ") && log.contains("(failed)"),
+        "{log}"
+    );
+    assert!(!log.contains("(delivered)") && !log.contains("(retrying)"), "--quiet: {log}");
 }
 
 #[test]

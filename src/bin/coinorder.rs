@@ -703,7 +703,8 @@ struct ServeArgs {
     /// `kind` set to `request`, `event`, `webhook`, `email`, `expiry`, `chain` or `notice`).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Log only failures and warnings: no line per request, event, attempt or expiry run.
+    /// Log only failures and warnings: no line per request, event, expiry run or attempt
+    /// that succeeded or will be retried; a webhook or e-mail given up on is still logged.
     #[arg(long)]
     quiet: bool,
     /// Watch Bitcoin through this Esplora-compatible API (e.g. https://blockstream.info/api
@@ -736,6 +737,8 @@ enum LogFormat {
 #[derive(Debug, Clone, Copy)]
 struct ServeLog {
     format: LogFormat,
+    /// `--quiet`: of the attempts, only those given up on (a failure the host must see).
+    quiet: bool,
 }
 
 impl ServeLog {
@@ -794,6 +797,9 @@ impl ServeLog {
 
 impl coinorder::Observer for ServeLog {
     fn webhook_attempted(&self, event_id: &str, attempt: &coinorder::WebhookAttempt, outcome: &str) {
+        if self.quiet && outcome != "failed" {
+            return;
+        }
         // Shown as logged: credentials in the URL (`https://user:pass@…`, `?token=…`)
         // are already `***`.
         let url = &attempt.url;
@@ -821,6 +827,9 @@ impl coinorder::Observer for ServeLog {
     }
 
     fn email_attempted(&self, email_id: &str, order_id: &str, attempt: i64, outcome: &str, error: Option<&str>) {
+        if self.quiet && outcome != "failed" {
+            return;
+        }
         let reason = error.map(|error| format!(": {error}")).unwrap_or_default();
         self.line(
             "email",
@@ -1555,9 +1564,8 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     if !(args.allow_open_permissions || settings.allow_open_permissions == Some(true)) {
         refuse_open_permissions(&db, &config.secret_key_path_for(&db))?;
     }
-    if !args.quiet {
-        config.observer = Some(Arc::new(ServeLog { format: args.log_format }));
-    }
+    let log = ServeLog { format: args.log_format, quiet: args.quiet };
+    config.observer = Some(Arc::new(log));
     let service = Arc::new(open(&db, config)?);
     refuse_live_without_addresses(&service)?;
 
@@ -1576,7 +1584,6 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     })
     .map_err(|e| format!("cannot install the signal handler: {e}"))?;
 
-    let log = ServeLog { format: args.log_format };
     let expiry_service = Arc::clone(&service);
     let mut expiry = coinorder::Worker::spawn("coinorder-expiry", EXPIRY_INTERVAL, move || {
         let report = expiry_service.expire_due(expiry_service.now())?;
