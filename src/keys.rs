@@ -202,6 +202,33 @@ pub(crate) fn key_environment(plain: &str) -> Option<Environment> {
     (rest.len() == KEY_RANDOM_LEN && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(env)
 }
 
+/// `text` with every well-formed key in it shown as its [`key_hint`]: for a log line
+/// holding what a client sent, such as a path with the key pasted into it.
+pub(crate) fn hide_keys_in(text: &str) -> std::borrow::Cow<'_, str> {
+    let prefixes = [Environment::Sandbox.key_prefix(), Environment::Live.key_prefix()];
+    if !prefixes.iter().any(|prefix| text.contains(prefix)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let key_len = prefixes[0].len() + KEY_RANDOM_LEN;
+    let mut shown = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = prefixes.iter().filter_map(|prefix| rest.find(prefix)).min() {
+        match rest.get(at..at + key_len).filter(|candidate| key_environment(candidate).is_some()) {
+            Some(key) => {
+                shown.push_str(&rest[..at]);
+                shown.push_str(&key_hint(key));
+                rest = &rest[at + key_len..];
+            }
+            None => {
+                shown.push_str(&rest[..at + 1]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    shown.push_str(rest);
+    std::borrow::Cow::Owned(shown)
+}
+
 /// Constant-time equality of two key hashes.
 pub(crate) fn hashes_match(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && bool::from(a.ct_eq(b))
@@ -210,6 +237,17 @@ pub(crate) fn hashes_match(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_in_a_text_show_as_their_hints() {
+        let key = format!("test_{}", "a".repeat(39) + "Z");
+        let live = format!("prod_{}", "b".repeat(36) + "WXYZ");
+        assert_eq!(hide_keys_in(&format!("/v1/orders/{key}")), "/v1/orders/test_…aaaZ");
+        assert_eq!(hide_keys_in(&format!("/{key}/x/{live}")), "/test_…aaaZ/x/prod_…WXYZ");
+        // Not keys: a prefix without 40 characters after it, and text without a prefix.
+        assert_eq!(hide_keys_in("/v1/orders/test_short"), "/v1/orders/test_short");
+        assert!(matches!(hide_keys_in("/v1/orders"), std::borrow::Cow::Borrowed("/v1/orders")));
+    }
 
     #[test]
     fn keys_have_the_environment_prefix_and_40_base62() {

@@ -2120,10 +2120,14 @@ fn serve_logs_requests_events_attempts_and_expiry_never_a_key() {
     assert!(listed.is_ok());
     let refused = agent.get(&format!("http://{addr}/v1/orders")).header("x-api-key", "not-a-key").call();
     assert!(refused.is_ok(), "an answer, 401");
+    // A client that pastes its key into the path: the log shows the key's hint there.
+    let pasted = agent.get(&format!("http://{addr}/v1/orders/{key}")).header("x-api-key", &key).call();
+    assert!(pasted.is_ok(), "an answer, 400");
     // The order expires after a second; its order.expired event is logged and sent.
     let log = serve_log_after(server, Duration::from_millis(3_500));
 
     assert!(!log.contains(&key), "the key itself is never logged: {log}");
+    assert!(log.contains(&format!("GET /v1/orders/{hint} -> 400 in ")), "{log}");
     assert!(log.contains("POST /v1/orders -> 201 in ") && log.contains(&format!("key={hint}")), "{log}");
     assert!(log.contains("GET /v1/orders -> 200 in "), "the path without its query: {log}");
     assert!(!log.contains("limit=1"), "{log}");

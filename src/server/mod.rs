@@ -412,7 +412,8 @@ async fn answer(shared: &Shared, client: IpAddr, request: Request<Incoming>) -> 
     let request_id = request_id();
     let started = Instant::now();
     let method = request.method().as_str().to_string();
-    let path = request.uri().path().to_string();
+    // A client may paste its key into the path: the log shows the key's hint there too.
+    let path = crate::keys::hide_keys_in(request.uri().path()).into_owned();
     let key = (shared.request_log != RequestLog::Off).then(|| key_shown(&request));
     let outcome = answer_inner(shared, client, request).await;
     let (response, close) = match outcome {
