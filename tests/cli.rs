@@ -609,6 +609,37 @@ fn wallets_set_list_show_and_remove_through_the_cli() {
 }
 
 #[test]
+fn a_first_command_that_fails_leaves_no_database_behind() {
+    if on_postgres() {
+        return; // a server's database exists before any command
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for args in [
+        &["rates", "set", "BTC", "USD", "0"][..],
+        &["wallets", "set", "BTC", "not-a-key"],
+        &["keys", "create", "--user-id", "1", "--webhook-url", "ftp://hooks.example/x"],
+    ] {
+        run_fails(dir, args);
+        assert_eq!(files(), Vec::<String>::new(), "{args:?} left files behind");
+    }
+    // Once the database exists, a failing command leaves it as it was.
+    run_json(dir, &["keys", "create", "--user-id", "1"]);
+    let before = files();
+    assert!(before.contains(&"coinorder.db".to_string()) && before.contains(&"coinorder.db.key".to_string()));
+    run_fails(dir, &["rates", "set", "BTC", "USD", "0"]);
+    assert_eq!(files(), before);
+}
+
+#[test]
 fn rates_set_list_delete_round_trip() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();

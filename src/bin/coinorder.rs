@@ -972,16 +972,25 @@ fn run(cli: Cli, db_given: bool) -> CliResult<()> {
     let env = cli.env.or(file.server.env).map_or(Environment::Sandbox, Environment::from);
     let ctx = Ctx { db, env, env_given: cli.env.is_some(), file };
     match cli.command {
-        Command::Keys(command) => keys(&ctx, command),
+        Command::Keys(command) => {
+            let creates = matches!(command, KeysCommand::Create { .. });
+            ctx.leaving_no_new_database_on_failure(creates, || keys(&ctx, command))
+        }
         Command::Serve(args) => serve(&ctx, args),
-        Command::Rates(command) => rates(&ctx, command),
+        Command::Rates(command) => {
+            let creates = matches!(command, RatesCommand::Set { .. });
+            ctx.leaving_no_new_database_on_failure(creates, || rates(&ctx, command))
+        }
         Command::Sandbox(command) => sandbox(&ctx, command),
         Command::Payments(command) => payments(&ctx, command),
         Command::Orders(command) => orders(&ctx, command),
         Command::Webhooks(command) => webhooks(&ctx, command),
         Command::Emails(command) => emails(&ctx, command),
         Command::Events(EventsCommand::Tail { forward_to, output }) => tail_events(&ctx, forward_to, output.format),
-        Command::Wallets(command) => wallets(&ctx, command),
+        Command::Wallets(command) => {
+            let creates = matches!(command, WalletsCommand::Set { .. });
+            ctx.leaving_no_new_database_on_failure(creates, || wallets(&ctx, command))
+        }
     }
 }
 
@@ -1022,6 +1031,39 @@ impl Ctx {
         apply_storage_settings(&mut config, &self.file);
         config.allow_private_webhook_targets = self.file.webhooks.allow_private == Some(true);
         config
+    }
+
+    /// Runs a one-shot command that may create the database (`creates`: `keys create`,
+    /// `rates set`, `wallets set`). If it fails, the files it created are removed again
+    /// (the database, its log files and a key file that did not exist before), so a first
+    /// command with a mistake in its arguments leaves no empty database behind. Not for
+    /// `serve`, whose failure may come after it has taken orders.
+    fn leaving_no_new_database_on_failure(
+        &self,
+        creates: bool,
+        command: impl FnOnce() -> CliResult<()>,
+    ) -> CliResult<()> {
+        let mut new_files = Vec::new();
+        if creates && !is_server(&self.db) {
+            let mut config = self.config();
+            if config.secret_key_path.is_none() {
+                config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
+            }
+            let beside = |suffix: &str| {
+                let mut name = self.db.as_os_str().to_owned();
+                name.push(suffix);
+                PathBuf::from(name)
+            };
+            let candidates = [self.db.clone(), beside("-wal"), beside("-shm"), config.secret_key_path_for(&self.db)];
+            new_files.extend(candidates.into_iter().filter(|path| !matches!(path.try_exists(), Ok(true))));
+        }
+        let result = command();
+        if result.is_err() && new_files.first() == Some(&self.db) {
+            for path in &new_files {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        result
     }
 
     /// Opens the database, creating it if missing.
