@@ -153,6 +153,7 @@ fn key_lifecycle() {
         assert_eq!(output.status.code(), Some(1), "{args:?}");
         let message = stderr(&output);
         assert!(message.starts_with("error: ") && message.contains("not found"), "{message}");
+        assert!(message.contains("`coinorder keys list` lists the keys"), "the next command: {message}");
         assert!(output.stdout.is_empty());
     }
 }
@@ -1294,10 +1295,15 @@ fn webhooks_and_emails_commands_print_json() {
     assert_eq!(hits[1].body, hits[0].body);
     assert_signed(&hits[1], secret);
     let message = run_fails(dir, &["webhooks", "redeliver", "msg_nope"]);
-    assert!(message.contains("no event"), "{message}");
-    // Events of the other environment are not visible.
+    assert!(message.contains("no event") && message.contains("`coinorder webhooks list --env sandbox`"), "{message}");
+    // Events of the other environment are not visible; the error says where it is.
     let message = run_fails(dir, &["webhooks", "redeliver", "--env", "live", &event_id]);
-    assert!(message.contains("no event"), "{message}");
+    assert!(
+        message.contains("no event") && message.contains("not in live but in sandbox; add --env sandbox"),
+        "{message}"
+    );
+    let message = run_fails(dir, &["payments", "confirm", "no-such-txid"]);
+    assert!(message.contains("`coinorder payments list ORDER_ID --env sandbox`"), "{message}");
 
     // A rotated secret is printed once and signs from then on.
     let key_id = created["id"].as_str().expect("id");

@@ -1084,22 +1084,31 @@ impl Ctx {
         }
     }
 
-    /// `error` as the message to print, helped along when it is about an order or a
-    /// payment that is not in this environment: it says so when the other environment
-    /// has it (and which --env to add), or how to find the right id.
+    /// `error` as the message to print, helped along when it is about an id that is not
+    /// there: for an order, a payment or an event, it says when the other environment has
+    /// it (and which --env to add); otherwise it names the command that lists the right
+    /// ids.
     fn explain(&self, error: coinorder::Error, id: &str) -> String {
-        let missing = matches!(error.kind(), ErrorKind::OrderNotFound | ErrorKind::PaymentNotFound(_));
-        if !missing {
-            return error.to_string();
-        }
-        let (env, other) = (self.env.as_str(), self.other_env());
-        let elsewhere = open_existing(&self.db, Config { environment: other, ..self.config() })
-            .ok()
-            .is_some_and(|service| service.order(id).is_ok() || service.payment(id).is_ok());
+        let env = self.env.as_str();
+        let lists = match error.kind() {
+            // Keys are managed across both environments.
+            ErrorKind::KeyNotFound(_) => return format!("{error}; `coinorder keys list` lists the keys"),
+            ErrorKind::OrderNotFound => format!("`coinorder orders list --env {env}` lists its orders"),
+            ErrorKind::PaymentNotFound(_) => {
+                format!("`coinorder payments list ORDER_ID --env {env}` lists an order's payments")
+            }
+            ErrorKind::EventNotFound(_) => format!("`coinorder webhooks list --env {env}` lists its recent events"),
+            _ => return error.to_string(),
+        };
+        let other = self.other_env();
+        let elsewhere =
+            open_existing(&self.db, Config { environment: other, ..self.config() }).ok().is_some_and(|service| {
+                service.order(id).is_ok() || service.payment(id).is_ok() || service.event(id).is_ok()
+            });
         if elsewhere {
             format!("{error}: {id:?} is not in {env} but in {other}; add --env {other}")
         } else {
-            format!("{error}: no {id:?} in {env}; `coinorder orders list --env {env}` lists its orders")
+            format!("{error}: no {id:?} in {env}; {lists}")
         }
     }
 }
@@ -1464,19 +1473,19 @@ fn keys(ctx: &Ctx, command: KeysCommand) -> CliResult<()> {
                 ],
             );
         }
-        KeysCommand::Activate { id } => key_json(service.activate_key(&id))?,
-        KeysCommand::Deactivate { id } => key_json(service.deactivate_key(&id))?,
+        KeysCommand::Activate { id } => key_json(ctx, &id, service.activate_key(&id))?,
+        KeysCommand::Deactivate { id } => key_json(ctx, &id, service.deactivate_key(&id))?,
         KeysCommand::Delete { id } => {
-            service.delete_key(&id).map_err(|e| e.to_string())?;
+            service.delete_key(&id).map_err(|e| ctx.explain(e, &id))?;
             json!({ "deleted": id })
         }
-        KeysCommand::SetWebhook { id, url } => key_json(service.set_key_webhook_url(&id, Some(&url)))?,
-        KeysCommand::ClearWebhook { id } => key_json(service.set_key_webhook_url(&id, None))?,
-        KeysCommand::SetName { id, name } => key_json(service.set_key_display_name(&id, Some(&name)))?,
-        KeysCommand::ClearName { id } => key_json(service.set_key_display_name(&id, None))?,
+        KeysCommand::SetWebhook { id, url } => key_json(ctx, &id, service.set_key_webhook_url(&id, Some(&url)))?,
+        KeysCommand::ClearWebhook { id } => key_json(ctx, &id, service.set_key_webhook_url(&id, None))?,
+        KeysCommand::SetName { id, name } => key_json(ctx, &id, service.set_key_display_name(&id, Some(&name)))?,
+        KeysCommand::ClearName { id } => key_json(ctx, &id, service.set_key_display_name(&id, None))?,
         KeysCommand::RotateSecret { id } => {
-            let secret = service.rotate_key_webhook_secret(&id).map_err(|e| e.to_string())?;
-            let mut value = key_json(service.get_key(&id))?;
+            let secret = service.rotate_key_webhook_secret(&id).map_err(|e| ctx.explain(e, &id))?;
+            let mut value = key_json(ctx, &id, service.get_key(&id))?;
             value["webhook_secret"] = Value::from(secret.expose());
             value
         }
@@ -1488,8 +1497,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> CliResult<Value> {
     serde_json::to_value(value).map_err(|e| format!("cannot render JSON: {e}"))
 }
 
-fn key_json(key: coinorder::Result<coinorder::ApiKey>) -> CliResult<Value> {
-    to_json(&key.map_err(|e| e.to_string())?)
+/// A key as JSON, or the error about key `id` explained ([`Ctx::explain`]).
+fn key_json(ctx: &Ctx, id: &str, key: coinorder::Result<coinorder::ApiKey>) -> CliResult<Value> {
+    to_json(&key.map_err(|e| ctx.explain(e, id))?)
 }
 
 fn print_json(value: &Value) -> CliResult<()> {
@@ -1810,7 +1820,7 @@ fn webhooks(ctx: &Ctx, command: WebhooksCommand) -> CliResult<()> {
             );
         }
         WebhooksCommand::Redeliver { event_id } => {
-            service.redeliver(&event_id).map_err(fail)?;
+            service.redeliver(&event_id).map_err(|e| ctx.explain(e, &event_id))?;
             let event = service.event(&event_id).map_err(fail)?;
             let deliveries = service.event_deliveries(&event.order_id).map_err(fail)?;
             let delivery = deliveries
