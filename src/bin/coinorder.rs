@@ -1045,10 +1045,7 @@ impl Ctx {
     ) -> CliResult<()> {
         let mut new_files = Vec::new();
         if creates && !is_server(&self.db) {
-            let mut config = self.config();
-            if config.secret_key_path.is_none() {
-                config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
-            }
+            let config = with_command_key_file(self.config());
             let beside = |suffix: &str| {
                 let mut name = self.db.as_os_str().to_owned();
                 name.push(suffix);
@@ -1408,10 +1405,17 @@ fn check_smtp_url(url: &str) -> CliResult<()> {
         .map_err(|e| format!("--smtp-url {}: {e}", redact_url(url)))
 }
 
-fn open(db: &Path, mut config: Config) -> CliResult<Service> {
+/// `config` with the command's `--secret-key-file` / `COINORDER_SECRET_KEY_FILE`, unless
+/// it names a key file already.
+fn with_command_key_file(mut config: Config) -> Config {
     if config.secret_key_path.is_none() {
         config.secret_key_path = SECRET_KEY_FILE.get().cloned().flatten();
     }
+    config
+}
+
+fn open(db: &Path, config: Config) -> CliResult<Service> {
+    let config = with_command_key_file(config);
     Service::open(db, config).map_err(|e| format!("cannot open database {}: {e}", shown_target(db)))
 }
 
