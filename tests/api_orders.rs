@@ -459,6 +459,31 @@ fn title_and_description_must_be_strings() {
 }
 
 #[test]
+fn a_nul_character_is_refused_in_texts_and_urls_on_every_backend() {
+    // PostgreSQL's TEXT cannot hold U+0000: accepted, such an order was a 201 on SQLite
+    // and a 500 on PostgreSQL. Other control characters stay fine in texts.
+    let h = harness();
+    for field in ["title", "description"] {
+        let mut body = minimal_order();
+        body[field] = json!("a\u{0}b");
+        let msg = assert_field_error(&h.post(&body), "PARAMETERS_MISSING", field);
+        assert_eq!(msg, format!("{field}: must not contain the NUL character (U+0000)"));
+        body[field] = json!("line one\nline two\ttabbed");
+        assert_eq!(string(&h.create(&body)["data"], field), "line one\nline two\ttabbed");
+    }
+    for field in ["callback_url", "webhook_url", "success_url", "cancel_url"] {
+        for url in ["https://shop.example/\u{0}", "https://shop.example/a\tb", "https://shop.example/\n"] {
+            let mut body = minimal_order();
+            body[field] = json!(url);
+            let msg = assert_field_error(&h.post(&body), "PARAMETERS_MISSING", field);
+            assert_eq!(msg, format!("{field}: must not contain control characters"), "{url:?}");
+        }
+    }
+    let orders = h.get("/v1/orders?limit=50");
+    assert_eq!(orders.json()["orders"].as_array().map(Vec::len), Some(2), "only the two good orders were stored");
+}
+
+#[test]
 fn merchant_order_id_rules() {
     let h = harness();
     let ok = "m".repeat(128);

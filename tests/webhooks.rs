@@ -165,6 +165,22 @@ fn a_target_urls_credentials_go_to_the_receiver_and_never_into_the_attempt_log()
 }
 
 #[test]
+fn an_answer_holding_a_nul_byte_is_logged_on_every_backend() {
+    // PostgreSQL's TEXT cannot hold U+0000: before, the write recording this attempt
+    // failed there, and the event was sent again and again.
+    let receiver = Receiver::start();
+    receiver.push(Reply::status(500).body(b"bad\0answer".to_vec()));
+    let env = manual(|_| {});
+    let (_, event) = env.paid_order(Some(&receiver.url()));
+    let report = env.deliver();
+    assert_eq!((report.delivered, report.retrying), (0, 1), "{report:?}");
+    let log = env.delivery(&event).log;
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].status, Some(500));
+    assert_eq!(log[0].response_excerpt.as_deref(), Some("bad\u{FFFD}answer"));
+}
+
+#[test]
 fn the_keys_webhook_url_is_read_at_dispatch_time() {
     let old = Receiver::start();
     let new = Receiver::start();

@@ -149,11 +149,11 @@ impl Service {
     ) -> AttemptResult<'a> {
         let settled = match outcome {
             Outcome::Sent => Settled::Done,
-            Outcome::GiveUp(error) => Settled::Failed(error),
+            Outcome::GiveUp(error) => Settled::Failed(storable_text(&error)),
             Outcome::NoTarget => Settled::NoTarget,
             Outcome::Retry { error, retry_after } => match self.retry_delay(attempt, retry_after) {
-                Some(delay) => Settled::Retry { at: finished_at.plus_ms(delay), error },
-                None => Settled::Failed(format!("gave up: {error}")),
+                Some(delay) => Settled::Retry { at: finished_at.plus_ms(delay), error: storable_text(&error) },
+                None => Settled::Failed(storable_text(&format!("gave up: {error}"))),
             },
         };
         AttemptResult { outbox, id, lease_token, settled, finished_at }
@@ -367,7 +367,7 @@ impl WebhookSender {
         let outcome = self.send(url, secret, &job.claimed, &mut log);
         log.latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
-            log.error = Some(error.clone());
+            log.error = Some(storable_text(error));
         }
         (outcome, Some(log))
     }
@@ -413,7 +413,7 @@ impl WebhookSender {
         let mut excerpt = Vec::new();
         let _ = response.body_mut().as_reader().take(RESPONSE_READ_LIMIT).read_to_end(&mut excerpt);
         excerpt.truncate(RESPONSE_EXCERPT_BYTES);
-        log.response_excerpt = Some(String::from_utf8_lossy(&excerpt).into_owned());
+        log.response_excerpt = Some(storable_text(&String::from_utf8_lossy(&excerpt)));
         match status {
             200..=299 => Outcome::Sent,
             410 => Outcome::GiveUp("410 Gone: the endpoint asked to stop".into()),
@@ -569,4 +569,12 @@ fn attempt_one(sender: &WebhookSender, job: Job) -> Finished {
             (Outcome::Retry { error: "the sender stopped unexpectedly".into(), retry_after: None }, None)
         });
     Finished { job, attempted, at: sender.now() }
+}
+
+/// Text another party wrote (a receiver's answer, a server's error), made fit for every
+/// store: PostgreSQL's TEXT cannot hold U+0000, so each one becomes U+FFFD, the mark for
+/// a character that could not be kept. Without it, an answer holding a NUL byte would
+/// fail the write that records its attempt, on PostgreSQL alone.
+fn storable_text(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
 }
