@@ -542,7 +542,11 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
                 list.status = Some(status);
             }
             "limit" => {
+                // Rust's integer parsing takes a leading `+`; the rule (and amounts) do not.
                 let limit: i64 = match value.parse() {
+                    Ok(_) if value.starts_with('+') => {
+                        return Err(Error::invalid("limit", format!("must be an integer from 1 to {LIST_MAX_LIMIT}")))
+                    }
                     Ok(limit) => limit,
                     // All digits but too long for an integer: far above 50.
                     Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => i64::MAX,
@@ -555,6 +559,7 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
             }
             "offset" => {
                 list.offset = match value.parse::<u64>() {
+                    Ok(_) if value.starts_with('+') => return Err(Error::invalid("offset", "must be an integer >= 0")),
                     Ok(offset) => offset,
                     // All digits but too long for an integer: [`ListOrders::validate`]
                     // names the largest offset.

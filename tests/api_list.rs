@@ -153,7 +153,7 @@ fn limit_rules() {
     create_spaced(&h, 3);
     assert_field_error(&h.get("/v1/orders?limit=51"), "API_LIMIT_EXCEEDED", "limit");
     assert_field_error(&h.get("/v1/orders?limit=1000"), "API_LIMIT_EXCEEDED", "limit");
-    for bad in ["0", "-1", "abc", "1.5", "1e1", "", "%20", "10abc"] {
+    for bad in ["0", "-1", "abc", "1.5", "1e1", "", "%20", "10abc", "%2B5", "+5"] {
         let resp = h.get(&format!("/v1/orders?limit={bad}"));
         assert_eq!(resp.status, 400, "limit={bad}: {}", text(&resp));
         assert_invalid(&resp, "limit");
@@ -164,7 +164,7 @@ fn limit_rules() {
 fn offset_rules() {
     let h = harness();
     create_spaced(&h, 3);
-    for bad in ["-1", "abc", "1.5", "", "1e3"] {
+    for bad in ["-1", "abc", "1.5", "", "1e3", "%2B5"] {
         let resp = h.get(&format!("/v1/orders?offset={bad}"));
         assert_eq!(resp.status, 400, "offset={bad}: {}", text(&resp));
         assert_invalid(&resp, "offset");
