@@ -490,7 +490,7 @@ impl Config {
     /// | `delivery_concurrency` | webhooks sent at once, 1 to 256 | 8 |
     /// | `allow_private_webhooks` | live may send to private addresses | false |
     /// | `pay_currencies` | array of crypto codes customers may pay in | USDT, USDC, BTC, ETH |
-    /// | `default_pay_currency` | the one used when an order names none | `"USDT"` |
+    /// | `default_pay_currency` | the one used when an order names none | the first of `pay_currencies` (`"USDT"`) |
     /// | `smtp_url`, `smtp_from` | where payment-link e-mails go ([`SmtpConfig`]) | none |
     /// | `esplora_url` | Esplora API the Bitcoin watcher reads ([`BitcoinWatch`]) | none: BTC not watched |
     /// | `bitcoin_confirmations` | blocks deep a BTC payment must be, 1 to 1000 | 2 |
@@ -527,6 +527,7 @@ impl Config {
         let mut config = Config::new(environment);
         let (mut rate, mut burst) = (None, None);
         let (mut smtp_url, mut smtp_from) = (None, None);
+        let mut default_pay_currency = None;
         let (mut esplora_url, mut bitcoin_confirmations) = (None, None);
         let (mut ethereum_rpc_url, mut ethereum_confirmations, mut ethereum_tokens) = (None, None, None);
         for (name, value) in fields {
@@ -577,8 +578,12 @@ impl Config {
                                 .ok_or_else(|| bad(name, "must be an array of crypto codes"))
                         })
                         .collect::<Result<_>>()?;
+                    // As in the CLI's settings file: the first coin is the default unless
+                    // `default_pay_currency` names another (set after the loop, whichever
+                    // of the two came first).
+                    config.default_pay_currency = config.pay_currencies.first().cloned().unwrap_or_default();
                 }
-                "default_pay_currency" => config.default_pay_currency = text(name, value)?,
+                "default_pay_currency" => default_pay_currency = Some(text(name, value)?),
                 "smtp_url" => smtp_url = Some(text(name, value)?),
                 "smtp_from" => smtp_from = Some(text(name, value)?),
                 "esplora_url" => esplora_url = Some(text(name, value)?),
@@ -608,6 +613,9 @@ impl Config {
         }
         if let (Some(burst), false) = (burst, config.rate_limit == RateLimit::OFF) {
             config.rate_limit.burst = u32::try_from(burst).unwrap_or(u32::MAX);
+        }
+        if let Some(coin) = default_pay_currency {
+            config.default_pay_currency = coin;
         }
         match (smtp_url, smtp_from) {
             (Some(url), from) => {
@@ -706,6 +714,11 @@ mod options_tests {
             (&["BTC".to_string()][..], "BTC")
         );
         assert_eq!(Config::from_options(&serde_json::Value::Null)?.environment, Environment::Sandbox);
+        // The first coin is the default unless named, whichever option comes first.
+        let first = Config::from_options(&json!({"pay_currencies": ["BTC", "ETH"]}))?;
+        assert_eq!(first.default_pay_currency, "BTC");
+        let named = Config::from_options(&json!({"default_pay_currency": "ETH", "pay_currencies": ["BTC", "ETH"]}))?;
+        assert_eq!(named.default_pay_currency, "ETH");
         for (options, field) in [
             (json!({"invoice_tll": 60}), "config.invoice_tll: unknown option"),
             (json!({"invoice_ttl": 0}), "config.invoice_ttl: must be a whole number from 1 to 31536000"),
