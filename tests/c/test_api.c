@@ -1789,7 +1789,10 @@ static void test_rates(void) {
 
     /* Exact text in, exact number out; 0: no expiry. */
     out = NULL;
-    EXPECT_OK(coinorder_rate_set(fx.svc, "BTC", "USD", " 64250.50 ", 0, &out, &err));
+    /* No spaces around a number, as on every other surface. */
+    EXPECT_ERROR(coinorder_rate_set(fx.svc, "BTC", "USD", " 64250.50 ", 0, &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "rate: must be a decimal number, got \" 64250.50 \"");
+    EXPECT_OK(coinorder_rate_set(fx.svc, "BTC", "USD", "64250.50", 0, &out, &err));
     CHECK_CONTAINS(out, "{\"environment\":\"live\",\"crypto\":\"BTC\",\"fiat\":\"USD\",\"rate\":64250.5,"
                         "\"valid_until\":null,\"updated_at\":\"");
     coinorder_string_free(out);

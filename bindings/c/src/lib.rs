@@ -505,9 +505,9 @@ pub unsafe extern "C" fn coinorder_payment_record(
     guard(err, || {
         need(outcome_json_out, "outcome_json_out")?;
         let service = service_ref(service)?;
-        // The core's one parser of amounts (as Python's and the HTTP body's), around
-        // which C text may carry spaces, as from a file.
-        let amount = coinorder::money::parse_decimal("amount", text(amount, "amount")?.trim())?;
+        // The core's one parser of amounts, as Python's, the CLI's and the HTTP body's:
+        // no spaces around it, so that every surface takes the same texts.
+        let amount = coinorder::money::parse_decimal("amount", text(amount, "amount")?)?;
         let outcome = service.record_payment(text(order_id, "order_id")?, text(txid, "txid")?, amount, confirmed)?;
         json_out(outcome_json_out, "outcome_json_out", &render::payment_outcome(&outcome))
     })
@@ -715,7 +715,7 @@ pub unsafe extern "C" fn coinorder_rate_set(
         need(rate_json_out, "rate_json_out")?;
         let service = service_ref(service)?;
         let (crypto, fiat) = (text(crypto, "crypto")?, text(fiat, "fiat")?);
-        let rate = coinorder::money::parse_decimal("rate", text(rate, "rate")?.trim())?;
+        let rate = coinorder::money::parse_decimal("rate", text(rate, "rate")?)?;
         let valid_until = match valid_until_unix {
             0 => None,
             seconds => Some(Timestamp(seconds.saturating_mul(1000))),
