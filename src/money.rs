@@ -4,7 +4,6 @@
 
 use std::str::FromStr;
 
-use rust_decimal::prelude::*;
 pub use rust_decimal::Decimal;
 
 use crate::error::{Error, Result};
@@ -147,48 +146,54 @@ pub fn check_fiat_amount(field: &str, amount: Decimal, minor_units: u32, currenc
     Ok(amount)
 }
 
-/// The most digits an invoice amount has, before and after the point: one fewer than the
-/// 28 a [`Decimal`] division keeps, so that rounding up sees a digit beyond the last place.
-pub const QUOTE_DIGITS: u32 = 27;
+/// The most digits an invoice amount has, before and after the point: the 28 a
+/// [`Decimal`] holds whatever its digits are.
+pub const QUOTE_DIGITS: u32 = 28;
 
 /// The power of ten an invoice amount of a coin with `decimals` places stays below:
-/// [`crypto_amount`] quotes nothing larger (`1000000000` for ETH's 18 places).
+/// [`crypto_amount`] quotes nothing larger (`10000000000` for ETH's 18 places).
 pub fn largest_quotable_coins(decimals: u32) -> Decimal {
     Decimal::from_i128_with_scale(10i128.pow(QUOTE_DIGITS.saturating_sub(decimals)), 0)
 }
 
 /// The crypto amount that pays `fiat` at `rate` (fiat per coin), rounded *up* to the
-/// coin's `decimals` so the merchant is never short. `None` when the amount cannot be
-/// quoted exactly within 28 significant digits (absurdly large amounts of fine coins).
+/// coin's `decimals` so the merchant is never short: the least whole number of the coin's
+/// smallest units whose value at `rate` is at least `fiat`, found by exact integer long
+/// division (a [`Decimal`] division keeps only 28 significant digits, which can hide a
+/// remainder, or the whole quotient under a huge rate). `None` when that amount has more
+/// than [`QUOTE_DIGITS`] digits (absurdly large amounts of fine coins).
 pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Decimal> {
     if rate <= Decimal::ZERO || fiat <= Decimal::ZERO {
         return None;
     }
-    let quotient = fiat.checked_div(rate)?;
-    // The division keeps 28 significant digits; leave at least one beyond the coin's
-    // last place so rounding up sees every digit that matters.
-    let integer_digits = quotient.trunc().to_string().trim_start_matches('-').len() as u32;
-    if integer_digits + decimals > QUOTE_DIGITS {
-        return None;
-    }
-    let mut amount = quotient.round_dp_with_strategy(decimals, RoundingStrategy::AwayFromZero);
-    if amount == quotient {
-        // Nothing showed beyond the last place, but the division may have dropped a tiny
-        // remainder: prove the amount covers the fiat, exactly, or add one unit.
-        match exact_product(amount, rate) {
-            Some(covered) if covered >= fiat => {}
-            Some(_) => amount = amount.checked_add(Decimal::new(1, decimals))?,
-            None => return None,
+    let (fiat, rate) = (fiat.normalize(), rate.normalize());
+    // units = ceil(fiat × 10^decimals ÷ rate) = ceil(f × 10^(decimals + rs − fs) ÷ r) for
+    // fiat = f ÷ 10^fs and rate = r ÷ 10^rs; a negative power moves to the divisor.
+    let (f, r) = (fiat.mantissa().unsigned_abs(), rate.mantissa().unsigned_abs());
+    let shift = i64::from(decimals) + i64::from(rate.scale()) - i64::from(fiat.scale());
+    let divisor = match shift {
+        0.. => r,
+        _ => r.checked_mul(10u128.checked_pow(u32::try_from(-shift).ok()?)?)?,
+    };
+    let limit = 10u128.pow(QUOTE_DIGITS);
+    // Long division, one decimal digit of the dividend at a time: the remainder stays
+    // below the divisor (under 2^96 × 10^4), so ten times it never overflows.
+    let (mut units, mut remainder) = (f / divisor, f % divisor);
+    for _ in 0..shift.max(0) {
+        remainder *= 10;
+        units = units.checked_mul(10)?.checked_add(remainder / divisor)?;
+        remainder %= divisor;
+        if units >= limit {
+            return None;
         }
     }
-    Some(amount.normalize())
-}
-
-/// `a × b` when it is exactly representable, else `None`.
-fn exact_product(a: Decimal, b: Decimal) -> Option<Decimal> {
-    let (a, b) = (a.normalize(), b.normalize());
-    let product = a.checked_mul(b)?;
-    (product.scale() == a.scale() + b.scale()).then_some(product)
+    if remainder > 0 {
+        units += 1;
+    }
+    if units >= limit {
+        return None;
+    }
+    Decimal::try_from_i128_with_scale(i128::try_from(units).ok()?, decimals).ok().map(|amount| amount.normalize())
 }
 
 /// The decimal as a JSON number with exactly its digits (no float round trip).
@@ -279,6 +284,31 @@ mod tests {
         }
         assert!(rule("1234567890.12345678901234567891").contains("significant digits"));
         assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
+    }
+
+    #[test]
+    fn crypto_amounts_are_exact_where_a_decimal_division_is_not() {
+        let d = |text: &str| Decimal::from_str_exact(text).unwrap_or_default();
+        // Exact quotients with more digits than a division keeps; the old check took the
+        // product it could not hold for a shortfall and refused them as too large.
+        assert_eq!(crypto_amount(d("999999.99"), d("476837158.203125"), 18), Some(d("0.00209715197902848")));
+        assert_eq!(crypto_amount(d("6023447.52"), d("476837158.203125"), 18), Some(d("0.01263208501346304")));
+        assert_eq!(crypto_amount(d("2307"), d("0.000009267794"), 18), Some(d("248926551.453344776545529605")));
+        // A quotient below one smallest unit is one unit, never 0.
+        assert_eq!(crypto_amount(d("0.01"), d("100000000000000000000000000.5"), 8), Some(d("0.00000001")));
+        // The largest fiat amount at the sandbox's ETH rate: 1e9 ETH, 28 digits.
+        assert_eq!(crypto_amount(d("1000000000000"), d("1000"), 18), Some(d("1000000000")));
+        // Beyond 28 digits: not quotable.
+        assert_eq!(crypto_amount(d("1000000000000"), d("100"), 18), None);
+        assert_eq!(largest_quotable_coins(18), d("10000000000"));
+        // Each result is the least whole number of units covering the fiat.
+        for (fiat, rate, decimals) in [("19.99", "3", 6), ("0.01", "64250.5", 8), ("1", "7", 18), ("123.456", "0.3", 6)]
+        {
+            let amount = crypto_amount(d(fiat), d(rate), decimals).unwrap_or_default();
+            let unit = Decimal::new(1, decimals);
+            assert!(amount * d(rate) >= d(fiat), "{amount} × {rate} covers {fiat}");
+            assert!((amount - unit) * d(rate) < d(fiat), "{amount} is the least that covers {fiat}");
+        }
     }
 
     #[test]

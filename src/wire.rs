@@ -284,11 +284,14 @@ impl Service {
         match route {
             Route::GetOrder(order_id) => {
                 let (_, order) = self.read_as(request.client, api_key, |reads| reads.get_order(order_id))?;
-                return Ok(order_response(&order));
+                return Ok(order_response(&self.as_it_stands(order, self.now())?));
             }
             Route::ListOrders => {
-                let (_, page) =
-                    self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?))?;
+                let now = self.now();
+                let (merchant, read) =
+                    self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?, now))?;
+                let page =
+                    self.page_as_it_stands(now, read, || self.list_orders(&merchant, &parse_list_query(query)?))?;
                 return Ok(WireResponse::json_body(200, render::list_response_json(&page)));
             }
             // A create confirms a key it admitted before inside its own write.

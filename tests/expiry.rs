@@ -165,11 +165,12 @@ fn expire_due_stays_inside_its_environment() {
     let live_id = string(&live_order["data"], "order_id").to_string();
 
     past_expiry(&h, &sandbox_order);
+    // One moved: the sandbox's. (Reading the live order now would move it: see
+    // `a_read_never_shows_an_order_open_past_its_deadline`.)
     assert_eq!(expire_now(&h), report(1, 0));
     step(&h, &mut sandbox_order, Expect::status("EXPIRED"), &[("order.expired", "NEW")]);
-    assert_eq!(live.order(&live_id).expect("live order").order.status, OrderStatus::New);
-    assert!(live.order_events(&live_id).expect("events").is_empty());
 
+    // Still due in live: the sandbox's sweep left it alone.
     assert_eq!(live.expire_due(Timestamp(now_ms(&h))).expect("live expire"), report(1, 0));
     assert_eq!(live.order(&live_id).expect("live order").order.status, OrderStatus::Expired);
     assert_eq!(h.svc.order_events(&sandbox_order.id).expect("events").len(), 1);
@@ -185,4 +186,60 @@ fn the_invoice_ttl_is_configurable() {
     h.clock.advance_ms(1);
     assert_eq!(expire_now(&h), report(1, 0));
     step(&h, &mut o, Expect::status("EXPIRED"), &[("order.expired", "NEW")]);
+}
+
+#[test]
+fn a_read_never_shows_an_order_open_past_its_deadline() {
+    // A host that runs no sweep (no worker, no `expire_due`) still never reads an order
+    // as open after its deadline: every read moves it first, as the sweep would, once.
+    let h = harness();
+    let unpaid = create_usd10(&h);
+    let short = create_usd10(&h);
+    let awaiting = create_usd10(&h);
+    let shown_unpaid = create_usd10(&h);
+    pay(&h, &short.id, "tx-short", "4", true);
+    pay(&h, &awaiting.id, "tx-awaiting", "10", false);
+    past_expiry(&h, &unpaid);
+
+    // The typed read, the wire's Get Order, the wire's list and the payment page's.
+    let m = merchant(&h);
+    assert_eq!(h.svc.get_order(&m, &unpaid.id).expect("get").order.status, OrderStatus::Expired);
+    assert_eq!(get_order(&h, &short.id)["order"]["status"], "FAILED");
+    assert_eq!(get_order(&h, &short.id)["invoice"]["status"], "FAILED");
+    let page = h.get(&format!("/pay/status?id={}", shown_unpaid.id));
+    assert_eq!(page.json()["status"], "EXPIRED", "{}", text(&page));
+    // Confirmation still awaited: it stays PENDING (DESIGN §6), and reading it changes nothing.
+    assert_eq!(get_order(&h, &awaiting.id)["order"]["status"], "PENDING");
+
+    // Each moved once, with one event, whatever reads it again.
+    for _ in 0..2 {
+        for (tracked, event) in [(&unpaid, "order.expired"), (&short, "order.failed")] {
+            let events = h.svc.order_events(&tracked.id).expect("events");
+            let last = events.last().expect("an event");
+            assert_eq!(last.event_type.as_str(), event);
+            assert_eq!(events.iter().filter(|e| e.event_type.as_str() == event).count(), 1, "{events:?}");
+        }
+        assert_eq!(h.svc.order_events(&awaiting.id).expect("events").len(), 1, "only its order.pending");
+    }
+    assert_eq!(expire_now(&h), report(0, 0), "nothing left for the sweep");
+}
+
+#[test]
+fn a_list_moves_what_is_past_its_deadline_before_it_filters() {
+    let h = harness();
+    let m = merchant(&h);
+    let first = create_usd10(&h);
+    let second = create_usd10(&h);
+    past_expiry(&h, &second);
+    let fresh = create_usd10(&h);
+
+    // The status filter sees the orders as they stand: nothing past its deadline is NEW.
+    let new = ListOrders { status: Some(OrderStatus::New), ..ListOrders::default() };
+    let listed: Vec<String> =
+        h.svc.list_orders(&m, &new).expect("list").orders.into_iter().map(|o| o.order_id).collect();
+    assert_eq!(listed, vec![fresh.id.clone()]);
+    let expired = h.get("/v1/orders?status=EXPIRED").json();
+    let ids: Vec<&str> = expired["orders"].as_array().expect("orders").iter().map(|o| string(o, "order_id")).collect();
+    assert_eq!(ids, vec![second.id.as_str(), first.id.as_str()]);
+    assert_eq!(h.svc.order_events(&first.id).expect("events").len(), 1);
 }

@@ -445,16 +445,21 @@ fn the_crypto_amount_is_never_rounded_down_even_at_the_largest_amounts() {
 
 #[test]
 fn an_order_too_large_to_quote_is_refused_with_the_limit_it_passed() {
-    // At the sandbox's 1,000 USD per ETH, 1e12 USD is 1e9 ETH: ten digits before ETH's 18
-    // decimal places, one more than an exact invoice amount holds.
+    // At the sandbox's 1,000 USD per ETH, the largest order, 1e12 USD, is 1e9 ETH: 28
+    // digits with ETH's 18 decimal places, which an exact invoice amount holds.
     let h = harness();
-    let under = h.post(&json!({"currency": "USD", "amount": "999999999999", "pay_currency": "ETH"}));
+    let largest = h.post(&json!({"currency": "USD", "amount": 1_000_000_000_000_i64, "pay_currency": "ETH"}));
+    assert_eq!(largest.status, 201, "{}", text(&largest));
+    assert_eq!(largest.json()["data"]["amount"].to_string(), "1000000000000");
+    // At 100 USD per ETH it would be 1e10 ETH: 29 digits, one more than it holds.
+    h.svc.set_rate("ETH", "USD", dec("100"), None).expect("set_rate");
+    let under = h.post(&json!({"currency": "USD", "amount": "999999999999.99", "pay_currency": "ETH"}));
     assert_eq!(under.status, 201, "{}", text(&under));
     let over = h.post(&json!({"currency": "USD", "amount": 1_000_000_000_000_i64, "pay_currency": "ETH"}));
     assert_invalid(&over, "amount");
     let message = string(&over.json(), "error").to_string();
     assert!(message.starts_with("amount: is too large to pay in ETH"), "{message}");
-    assert!(message.contains("below 1000000000 ETH"), "{message}");
+    assert!(message.contains("below 10000000000 ETH"), "{message}");
     assert!(message.contains("18 decimal places"), "{message}");
 }
 

@@ -862,15 +862,24 @@ impl Service {
 
     /// One order with its invoice (spec §4.2). Orders of other merchants or of the other
     /// environment are reported as not found (`ORDER_NOT_VALID`).
+    ///
+    /// An open order whose quote ran out is moved (to EXPIRED or FAILED, with its event)
+    /// before it is returned, if no expiry sweep has moved it yet.
     pub fn get_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
         self.check_merchant(merchant)?;
-        self.store.read(|db| MerchantReads { merchant, db }.get_order(order_id))
+        let read = self.store.read(|db| MerchantReads { merchant, db }.get_order(order_id))?;
+        self.as_it_stands(read, self.now())
     }
 
     /// A page of the merchant's orders, newest first (spec §4.3).
+    ///
+    /// When an open order is past its deadline and no sweep has moved it yet, the sweep
+    /// runs first ([`Service::expire_due`]), so the page shows every order as it stands.
     pub fn list_orders(&self, merchant: &Merchant, query: &ListOrders) -> Result<OrderPage> {
         self.check_merchant(merchant)?;
-        self.store.read(|db| MerchantReads { merchant, db }.list_orders(query))
+        let now = self.now();
+        let read = || self.store.read(|db| MerchantReads { merchant, db }.list_orders(query, now));
+        self.page_as_it_stands(now, read()?, || Ok(read()?.0))
     }
 
     fn check_merchant(&self, merchant: &Merchant) -> Result<()> {
@@ -899,8 +908,10 @@ impl MerchantReads<'_, '_> {
             .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
     }
 
-    /// A page of this merchant's orders, newest first (spec §4.3).
-    pub(crate) fn list_orders(&self, query: &ListOrders) -> Result<OrderPage> {
+    /// A page of this merchant's orders, newest first (spec §4.3), and whether an open
+    /// order of the environment is past its deadline at `now` (see
+    /// [`Service::page_as_it_stands`]).
+    pub(crate) fn list_orders(&self, query: &ListOrders, now: Timestamp) -> Result<(OrderPage, bool)> {
         query.validate()?;
         let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
         let merchant = self.merchant;
@@ -913,7 +924,8 @@ impl MerchantReads<'_, '_> {
         )?;
         let has_more = orders.len() > query.limit as usize;
         orders.truncate(query.limit as usize);
-        Ok(OrderPage { orders, limit: query.limit, offset: query.offset, has_more })
+        let overdue = !self.db.orders_due_for_expiry(merchant.environment, now.as_millis(), 1)?.is_empty();
+        Ok((OrderPage { orders, limit: query.limit, offset: query.offset, has_more }, overdue))
     }
 }
 

@@ -29,9 +29,11 @@ impl Service {
     /// the host (chain watcher, payment page, CLI); merchants use [`Service::get_order`].
     pub fn order(&self, order_id: &str) -> Result<OrderWithInvoice> {
         let order_id = crate::service::canonical_order_id(order_id)?;
-        self.store
+        let read = self
+            .store
             .read(|db| db.order_in_environment(self.environment(), &order_id))?
-            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))
+            .ok_or_else(|| Error::new(ErrorKind::OrderNotFound))?;
+        self.as_it_stands(read, self.now())
     }
 
     /// Orders of this service's environment of any merchant (or one, `user_id`), newest
@@ -469,6 +471,40 @@ impl Service {
             }
             std::thread::sleep(EXPIRY_PAUSE);
         }
+    }
+
+    /// `read` as it stands at `now`. An open order whose quote ran out is moved by the
+    /// next expiry sweep ([`Service::expire_due`], the worker `serve` runs); read before
+    /// that sweep (or in a host that runs none) it is moved first, here, as the sweep
+    /// would move it, with its event. So no read ever shows an order still open after
+    /// its deadline (DESIGN §6), whether or not anything sweeps.
+    pub(crate) fn as_it_stands(&self, read: OrderWithInvoice, now: Timestamp) -> Result<OrderWithInvoice> {
+        if read.order.status.is_terminal() || now < read.invoice.expired_at {
+            return Ok(read);
+        }
+        self.store.write(|db| {
+            let mut current = self.load_for_update(db, &read.order.order_id)?;
+            self.reevaluate(db, &mut current, now, false)?;
+            Ok(current)
+        })
+    }
+
+    /// A merchant's page of orders as it stands at `now`, from a page `read` with whether
+    /// any open order of the environment was past its deadline then (looked up in the
+    /// same snapshot). When one was, the sweep runs first and the page is read again
+    /// (`read_again`), so that no state, and no status filter, shows an order still open
+    /// after its deadline.
+    pub(crate) fn page_as_it_stands<T>(
+        &self,
+        now: Timestamp,
+        (page, overdue): (T, bool),
+        read_again: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        if !overdue {
+            return Ok(page);
+        }
+        self.expire_due(now)?;
+        read_again()
     }
 
     // ----- Rates -----
