@@ -181,10 +181,10 @@ impl CreateOrder {
             amount,
             title,
             description,
-            callback_url: check_url("callback_url", self.callback_url.as_deref())?,
+            callback_url: check_browser_url("callback_url", self.callback_url.as_deref())?,
             webhook_url: check_url("webhook_url", self.webhook_url.as_deref())?,
-            success_url: check_url("success_url", self.success_url.as_deref())?,
-            cancel_url: check_url("cancel_url", self.cancel_url.as_deref())?,
+            success_url: check_browser_url("success_url", self.success_url.as_deref())?,
+            cancel_url: check_browser_url("cancel_url", self.cancel_url.as_deref())?,
             customer_email: check_email("customer_email", self.customer_email.as_deref())?,
             pay_currency,
         })
@@ -267,7 +267,27 @@ pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
         return Err(Error::invalid(field, "must be an absolute http(s) URL"));
     }
+    // The parser mends `https:///x`, `http:shop.example` and backslashes into another URL
+    // than the text reads as; the text is what is kept and shown, so it must be the URL
+    // it goes to: `scheme://host…`, with no backslash.
+    let after_scheme = text.get(parsed.scheme().len()..).unwrap_or_default();
+    if !after_scheme.starts_with("://") || after_scheme[3..].starts_with('/') || text.contains('\\') {
+        return Err(Error::invalid(field, "must be an absolute http(s) URL written as scheme://host/…"));
+    }
     Ok(Some(text.to_string()))
+}
+
+/// [`check_url`] for a URL the customer's browser is sent to (`callback_url`,
+/// `success_url`, `cancel_url`): the payment page shows it to anyone holding the order's
+/// link, so it may not carry a user name or password.
+fn check_browser_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
+    let checked = check_url(field, text)?;
+    if let Some(url) = checked.as_deref().and_then(|text| url::Url::parse(text).ok()) {
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Error::invalid(field, "must not carry a user name or password (the customer's browser sees it)"));
+        }
+    }
+    Ok(checked)
 }
 
 fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {

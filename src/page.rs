@@ -401,7 +401,8 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice, base: &str) -
     // The merchant's name, when its key has one, above the order's title.
     match &facts.merchant_name {
         Some(name) => body.push_str(&format!(
-            "<header class=\"head\"><p class=\"eyebrow\" id=\"merchant-name\" data-testid=\"merchant-name\">{} \u{b7} pay with crypto</p>",
+            // <bdi>: direction marks in the name stay inside it, off the words around it.
+            "<header class=\"head\"><p class=\"eyebrow\" id=\"merchant-name\" data-testid=\"merchant-name\"><bdi>{}</bdi> \u{b7} pay with crypto</p>",
             escape_html(name)
         )),
         None => body.push_str("<header class=\"head\"><p class=\"eyebrow\">Pay with crypto</p>"),
@@ -423,7 +424,7 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice, base: &str) -
         currency = escape_html(&order.currency),
     ));
     body.push_str(&format!(
-        "<p class=\"detail\" id=\"status-detail\" data-testid=\"status-detail\">{}</p>",
+        "<p class=\"detail\" id=\"status-detail\" data-testid=\"status-detail\" tabindex=\"-1\">{}</p>",
         escape_html(detail)
     ));
     body.push_str("</header>");
@@ -606,6 +607,9 @@ pub fn payment_page(service: &Service, current: &OrderWithInvoice, base: &str) -
         script_json(&config),
     ));
 
+    // A tab's title has no markup to isolate the merchant's text in: direction marks are
+    // left out of it, so that none can turn the amount after it around.
+    let title: String = title.chars().filter(|c| !is_direction_mark(*c)).collect();
     let head_title = format!("{title} \u{2014} {crypto} {}", invoice.currency);
     document(&head_title, &body)
 }
@@ -678,6 +682,11 @@ fn message_page(heading: &str, text: &str, testid: &str) -> String {
 
 /// The HTML document around a page body: inline style, strict CSP (nothing loads from
 /// anywhere; the script may only call back to this server, and forms only post to it).
+/// The characters that set or change the direction of the text after them.
+fn is_direction_mark(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 fn document(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -725,7 +734,7 @@ text-align:center;padding:9px 16px;font-size:14px;border-bottom:1px solid #f5b73
 .head{padding:28px 32px 20px;border-bottom:1px solid var(--line)}
 .eyebrow{margin:0 0 4px;font-size:12px;font-weight:600;letter-spacing:.08em;text-transform:uppercase;color:var(--muted)}
 h1{margin:0;font-size:26px;line-height:1.25;font-weight:700;overflow-wrap:anywhere}
-.desc{margin:6px 0 0;color:var(--muted);overflow-wrap:anywhere}
+.desc{margin:6px 0 0;color:var(--muted);overflow-wrap:anywhere;white-space:pre-line}
 .status-row{display:flex;flex-wrap:wrap;align-items:center;justify-content:space-between;gap:10px;margin-top:16px}
 .price{font-size:22px;font-weight:700;font-variant-numeric:tabular-nums;white-space:nowrap}
 .pill{display:inline-flex;align-items:center;gap:7px;padding:5px 12px;border-radius:999px;font-size:14px;font-weight:600;
@@ -948,6 +957,10 @@ const PAGE_SCRIPT: &str = r#"
     });
   }
 
+  function setText(element, text) {
+    if (element.textContent !== text) element.textContent = text;
+  }
+
   function apply(next, raw) {
     data = next;
     skew = Date.now() - next.now_t;
@@ -959,9 +972,11 @@ const PAGE_SCRIPT: &str = r#"
     var label = (partly && st === "PENDING" ? config.partly_paid : config.labels[st]) || { badge: st, detail: "" };
     document.body.setAttribute("data-status", st);
     var pill = $("status");
-    pill.textContent = label.badge;
+    // Written only when it changes: the badge is a live region, and a screen reader would
+    // read out again every poll that rewrote the same words.
+    setText(pill, label.badge);
     pill.setAttribute("data-status", st);
-    $("status-detail").textContent = label.detail;
+    setText($("status-detail"), label.detail);
 
     var panel = $("pay-panel");
     panel.hidden = terminal || allSent;
@@ -980,7 +995,7 @@ const PAGE_SCRIPT: &str = r#"
     var result = $("result");
     result.hidden = !(terminal || allSent);
     result.setAttribute("data-status", st);
-    $("result-title").textContent = label.badge;
+    setText($("result-title"), label.badge);
     $("result-icon").textContent = st === "PAID" ? "\u2713" : (st === "CANCELLED" || st === "FAILED") ? "\u2715"
       : st === "EXPIRED" ? "!" : "\u2026";
     showReceipt(st === "PAID" ? next.receipt : null);
@@ -995,7 +1010,13 @@ const PAGE_SCRIPT: &str = r#"
     }
     $("simulate-pay").hidden = !(next.sandbox && (st === "NEW" || st === "PENDING") && !allSent);
     $("cancel").hidden = st !== "NEW";
-    if (st !== "NEW") closeConfirm(false);
+    if (st !== "NEW") {
+      // The confirmation closes under the customer (the order was paid or ran out
+      // meanwhile): keep their keyboard and screen reader on the outcome, not on nothing.
+      var confirming = !$("cancel-confirm").hidden && $("cancel-confirm").contains(document.activeElement);
+      closeConfirm(false);
+      if (confirming) (result.hidden ? $("status-detail") : $("result-title")).focus();
+    }
     tick();
     if (next.redirect_url && safeUrl(next.redirect_url) && !redirecting) {
       // A PAID page shows its receipt for a moment first; a cancelled one has nothing to read.

@@ -203,7 +203,9 @@ enum PageRoute {
 /// The page's routes below `base` (`/pay`, or the path of `payment_page_url`).
 fn page_route(method: &str, path: &str, base: &str) -> Option<PageRoute> {
     match (method, path.strip_prefix(base)?) {
-        ("GET", "") => Some(PageRoute::Html),
+        // HEAD too: link previews and uptime checks ask a public page with it (RFC 9110
+        // §9.1); the server leaves the body out.
+        ("GET" | "HEAD", "") => Some(PageRoute::Html),
         ("GET", "/status") => Some(PageRoute::Status),
         ("POST", "/cancel") => Some(PageRoute::Cancel),
         ("POST", "/simulate") => Some(PageRoute::Simulate),

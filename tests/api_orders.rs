@@ -537,6 +537,12 @@ fn url_fields_must_be_absolute_http_urls_of_at_most_2048_chars() {
             json!(""),
             json!(too_long),
             json!(42),
+            // The parser mends these into another URL than the text reads as.
+            json!("https:///shop.example/x"),
+            json!("http:shop.example"),
+            json!("https:\\\\evil.example"),
+            json!("https://shop.example\\@evil.example/"),
+            json!(" https://shop.example/"),
         ] {
             let mut body = minimal_order();
             body[field] = bad.clone();
@@ -545,6 +551,24 @@ fn url_fields_must_be_absolute_http_urls_of_at_most_2048_chars() {
             assert_invalid(&resp, field);
         }
     }
+}
+
+#[test]
+fn a_url_the_browser_is_sent_to_carries_no_credentials() {
+    // The payment page shows where it sends the customer to anyone holding its link; a
+    // webhook URL, which only the service reads, may carry them.
+    let h = harness();
+    for field in ["callback_url", "success_url", "cancel_url"] {
+        for url in ["https://user:pw@shop.example/done", "https://user@shop.example/done"] {
+            let mut body = minimal_order();
+            body[field] = json!(url);
+            let msg = assert_field_error(&h.post(&body), "PARAMETERS_MISSING", field);
+            assert_eq!(msg, format!("{field}: must not carry a user name or password (the customer's browser sees it)"));
+        }
+    }
+    let mut body = minimal_order();
+    body["webhook_url"] = json!("https://user:pw@shop.example/hook");
+    assert_eq!(h.post(&body).status, 201);
 }
 
 #[test]

@@ -863,8 +863,7 @@ fn the_merchant_name_of_the_key_stands_above_the_title_escaped() {
     let key = h.svc.set_key_display_name(&h.key_id, Some(name)).expect("set name");
     assert_eq!(key.display_name.as_deref(), Some(name));
     let body = html(&h, &id);
-    let shown = text_of(&body, "merchant-name");
-    assert!(shown.starts_with("Acme &lt;Coffee&gt; &amp; Co"), "{shown}");
+    assert!(body.contains("data-testid=\"merchant-name\"><bdi>Acme &lt;Coffee&gt; &amp; Co</bdi> "), "{body}");
     let (name_at, title_at) = (body.find("data-testid=\"merchant-name\""), body.find("data-testid=\"merchant-title\""));
     assert!(name_at < title_at && name_at.is_some(), "the name comes before the title");
     assert_eq!(status(&h, &id)["merchant_name"], json!(name));
@@ -877,4 +876,30 @@ fn the_merchant_name_of_the_key_stands_above_the_title_escaped() {
     assert!(h.svc.set_key_display_name(&h.key_id, Some(&too_long)).is_err());
     h.svc.set_key_display_name(&h.key_id, None).expect("clear");
     assert_eq!(status(&h, &id)["merchant_name"], json!(null));
+}
+
+#[test]
+fn direction_marks_in_merchant_text_cannot_turn_the_page_or_tab_around() {
+    // U+202E turns the text after it right to left: "moc.live" would read "evil.com".
+    let h = harness();
+    h.svc.set_key_display_name(&h.key_id, Some("\u{202E}moc.live\u{202C} Shop")).expect("set name");
+    let id = create(&h, json!({"currency": "USD", "amount": 25, "title": "Mug\u{202E}"}));
+    let body = html(&h, &id);
+    // In the page the name is isolated from the words after it...
+    assert!(body.contains("data-testid=\"merchant-name\"><bdi>\u{202E}moc.live\u{202C} Shop</bdi> "), "{body}");
+    // ...and the tab's title, which has no markup, leaves the marks out.
+    let title = &body[body.find("<title>").expect("title")..body.find("</title>").expect("end")];
+    assert_eq!(title, "<title>Mug \u{2014} 25 USDT");
+}
+
+#[test]
+fn head_asks_for_the_page_as_get_does() {
+    // Link previews and uptime checks ask with HEAD (RFC 9110 §9.1); the API stays GET only.
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 1}));
+    let head = h.svc.handle(&WireRequest::new("HEAD", &format!("/pay?id={id}")));
+    let get = h.svc.handle(&WireRequest::new("GET", &format!("/pay?id={id}")));
+    assert_eq!((head.status, head.header_value("content-type")), (200, get.header_value("content-type")));
+    assert_eq!(h.svc.handle(&WireRequest::new("HEAD", "/pay?id=00000000-0000-0000-0000-000000000000")).status, 404);
+    assert_eq!(h.svc.handle(&WireRequest::new("HEAD", &format!("/v1/orders/{id}"))).status, 404);
 }

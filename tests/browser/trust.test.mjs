@@ -580,3 +580,35 @@ for (const vp of VIEWPORTS) {
     await page.close();
   });
 }
+
+test("polls leave the live status alone until it changes; a confirmation closed by one leaves focus on the outcome", { timeout: TEST_MS }, async () => {
+  ready();
+  const order = await createOrder({ amount: 8, title: "Quiet Lamp" });
+  const { page, errors } = await newPage({ width: 1280, height: 800 });
+  await page.goto(order.url);
+  // Count every change under the live region (the badge) and its detail line.
+  await page.evaluate(() => {
+    window.statusMutations = 0;
+    const observer = new MutationObserver((records) => { window.statusMutations += records.length; });
+    for (const id of ["status", "status-detail"]) {
+      observer.observe(document.getElementById(id), { childList: true, characterData: true, subtree: true });
+    }
+  });
+  for (let poll = 0; poll < 2; poll++) {
+    await page.waitForResponse((response) => response.url().includes("/pay/status?"), { timeout: STEP_MS });
+  }
+  await page.waitForTimeout(100); // the second answer applied
+  assert.equal(await page.evaluate(() => window.statusMutations), 0, "two polls of a NEW order rewrote the live region");
+
+  // The customer opens Cancel; the order is paid elsewhere before they choose.
+  await page.getByTestId("cancel").click();
+  assert.equal(await page.evaluate(() => document.activeElement.id), "cancel-no");
+  const paid = await api("POST", `/v1/orders/${order.id}/simulate`, { action: "pay" });
+  assert.equal(paid.status, 200, paid.text);
+  await page.getByTestId("result").waitFor({ state: "visible", timeout: STEP_MS });
+  assert.equal(await page.getByTestId("cancel-confirm").isVisible(), false);
+  assert.equal(await page.evaluate(() => document.activeElement.id), "result-title", "focus is not left on the page body");
+  assert.ok((await page.evaluate(() => window.statusMutations)) > 0, "the change itself is announced");
+  assert.deepEqual(errors, []);
+  await page.close();
+});
