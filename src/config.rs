@@ -661,16 +661,42 @@ pub(crate) const DEFAULT_PAGE_PATH: &str = "/pay";
 /// The path the configured `payment_page_url` points at, when the page can be served
 /// there too: not the root and nothing under `/v1`, which belong to the API.
 pub(crate) fn configured_page_path(payment_page_url: &str) -> Option<String> {
+    let path = page_path_of(payment_page_url)?;
+    (!path_belongs_to_the_api(&path) && path != DEFAULT_PAGE_PATH).then_some(path)
+}
+
+/// The path of `payment_page_url` (`""` for the root) when [`crate::Service::handle`]
+/// cannot answer the page there, because the path belongs to the API: the root, or
+/// anything under `/v1`. Payment links of such a service work only behind a proxy that
+/// sends that path to `/pay`, where the page is always answered. `None` otherwise.
+pub fn unanswered_page_path(payment_page_url: &str) -> Option<String> {
+    page_path_of(payment_page_url).filter(|path| path_belongs_to_the_api(path))
+}
+
+fn page_path_of(payment_page_url: &str) -> Option<String> {
     let url = url::Url::parse(payment_page_url).ok()?;
-    let path = url.path().trim_end_matches('/');
-    let taken = path.is_empty() || path == "/v1" || path.starts_with("/v1/");
-    (!taken && path != DEFAULT_PAGE_PATH).then(|| path.to_string())
+    Some(url.path().trim_end_matches('/').to_string())
+}
+
+fn path_belongs_to_the_api(path: &str) -> bool {
+    path.is_empty() || path == "/v1" || path.starts_with("/v1/")
 }
 
 #[cfg(test)]
 mod options_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_page_url_at_the_root_or_under_v1_is_not_answered_at_its_own_path() {
+        assert_eq!(unanswered_page_path("https://pay.shop.example/").as_deref(), Some(""));
+        assert_eq!(unanswered_page_path("https://pay.shop.example").as_deref(), Some(""));
+        assert_eq!(unanswered_page_path("https://shop.example/v1/pay").as_deref(), Some("/v1/pay"));
+        assert_eq!(unanswered_page_path("https://shop.example/checkout"), None);
+        assert_eq!(unanswered_page_path("https://shop.example/pay"), None);
+        assert_eq!(configured_page_path("https://shop.example/checkout/").as_deref(), Some("/checkout"));
+        assert_eq!(configured_page_path("https://shop.example/"), None);
+    }
 
     #[test]
     fn fields_set_directly_are_held_to_the_bounds_options_are() {

@@ -68,8 +68,8 @@ pub use addresses::{
     payment_uri, payment_uri_for, sandbox_address, AddressSource, DepositAddress, SANDBOX_ETHEREUM_CHAIN_ID,
 };
 pub use config::{
-    BitcoinWatch, Clock, Config, EthereumWatch, ManualClock, Observer, RateLimit, SmtpConfig, SqliteOptions,
-    SystemClock, MAX_INVOICE_TTL_SECS,
+    unanswered_page_path, BitcoinWatch, Clock, Config, EthereumWatch, ManualClock, Observer, RateLimit, SmtpConfig,
+    SqliteOptions, SystemClock, MAX_INVOICE_TTL_SECS,
 };
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
 pub use environment::Environment;

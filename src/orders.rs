@@ -284,7 +284,10 @@ fn check_browser_url(field: &str, text: Option<&str>) -> Result<Option<String>> 
     let checked = check_url(field, text)?;
     if let Some(url) = checked.as_deref().and_then(|text| url::Url::parse(text).ok()) {
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(Error::invalid(field, "must not carry a user name or password (the customer's browser sees it)"));
+            return Err(Error::invalid(
+                field,
+                "must not carry a user name or password (the customer's browser sees it)",
+            ));
         }
     }
     Ok(checked)

@@ -563,7 +563,10 @@ fn a_url_the_browser_is_sent_to_carries_no_credentials() {
             let mut body = minimal_order();
             body[field] = json!(url);
             let msg = assert_field_error(&h.post(&body), "PARAMETERS_MISSING", field);
-            assert_eq!(msg, format!("{field}: must not carry a user name or password (the customer's browser sees it)"));
+            assert_eq!(
+                msg,
+                format!("{field}: must not carry a user name or password (the customer's browser sees it)")
+            );
         }
     }
     let mut body = minimal_order();

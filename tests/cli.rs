@@ -2272,6 +2272,22 @@ fn live_serve_refuses_coins_without_a_wallet_and_warns_about_rates_and_chains() 
     assert!(!log.contains("warning"), "the sandbox has test rates and addresses: {log}");
 }
 
+#[test]
+fn serve_warns_of_a_payment_page_url_at_a_path_of_the_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    for (url, said) in
+        [("https://pay.shop.example/", "points at the root"), ("https://shop.example/v1/pay", "points at /v1/pay")]
+    {
+        let (server, _) = ServeProcess::start(dir, &["--payment-page-url", url]);
+        let log = serve_log_after(server, Duration::from_millis(200));
+        assert!(log.contains(&format!("warning: payment_page_url {url} {said}, which belongs to the API")), "{log}");
+    }
+    let (server, _) = ServeProcess::start(dir, &["--payment-page-url", "https://shop.example/checkout"]);
+    let log = serve_log_after(server, Duration::from_millis(200));
+    assert!(!log.contains("warning"), "{log}");
+}
+
 /// A database file the user may read but not write is refused when it is opened, naming
 /// the file, rather than opened read-only and failing every write later (`serve` would
 /// otherwise start and answer 500 to every request). As root, whom file modes do not

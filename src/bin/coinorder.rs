@@ -1682,7 +1682,17 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     })
     .map_err(|e| format!("cannot start the chain watcher: {e}"))?;
     let grace = limits.shutdown_grace;
-    let warnings = live_warnings(&service);
+    let mut warnings = live_warnings(&service);
+    if let Some(path) = coinorder::unanswered_page_path(&service.config().payment_page_url) {
+        warnings.push(format!(
+            "warning: payment_page_url {} points at {}, which belongs to the API: serve answers the \
+             payment page at /pay only, so its payment links work only behind a proxy that sends \
+             {} to /pay",
+            service.config().payment_page_url,
+            if path.is_empty() { "the root" } else { &path },
+            if path.is_empty() { "/" } else { &path },
+        ));
+    }
     let request_log = match (args.quiet, args.log_format) {
         (true, _) => coinorder::RequestLog::Off,
         (false, LogFormat::Text) => coinorder::RequestLog::Text,
