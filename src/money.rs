@@ -30,7 +30,9 @@ pub fn fiat_minor_units(field: &str, code: &str) -> Result<u32> {
         return Err(rule());
     }
     let currency = iso_currency::Currency::from_code(code).ok_or_else(rule)?;
-    currency.exponent().map(u32::from).ok_or_else(|| {
+    // Funds (BOV, CLF, USN, …) are units of account of a currency, not the currency a
+    // price is paid in; some have a minor unit, so they are refused by name.
+    currency.exponent().filter(|_| !currency.is_fund()).map(u32::from).ok_or_else(|| {
         Error::invalid(
             field,
             format!("must be the ISO 4217 code of a currency with a minor unit, not of a metal, fund or test unit, got {code:?}"),
@@ -284,6 +286,17 @@ mod tests {
         }
         assert!(rule("1234567890.12345678901234567891").contains("significant digits"));
         assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
+    }
+
+    #[test]
+    fn funds_metals_and_test_units_are_not_prices() {
+        for code in ["BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW", "XAU", "XDR", "XTS", "XXX"] {
+            let error = fiat_minor_units("currency", code).expect_err(code).to_string();
+            assert!(error.contains("not of a metal, fund or test unit"), "{code}: {error}");
+        }
+        assert_eq!(fiat_minor_units("currency", "CLP").ok(), Some(0));
+        assert_eq!(fiat_minor_units("currency", "CHF").ok(), Some(2));
+        assert_eq!(fiat_minor_units("currency", "UYU").ok(), Some(2));
     }
 
     #[test]
