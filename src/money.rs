@@ -50,54 +50,52 @@ pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
     if text.is_empty() || text.len() > 64 || !is_plain_number(text) {
         return Err(bad());
     }
-    let (mantissa, exponent) = match text.find(['e', 'E']) {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
-        None => (text, None),
+    let negative = text.starts_with('-');
+    let (mantissa, exponent) = match text.trim_start_matches('-').split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, Some(exponent)),
+        None => (text.trim_start_matches('-'), None),
     };
-    // Trailing zeros of the fraction carry no value; dropping them keeps 0.1000…0 (more
-    // places than a Decimal holds) the valid 0.1 it is.
-    let mantissa = match mantissa.contains('.') {
-        true => mantissa.trim_end_matches('0').trim_end_matches('.'),
-        false => mantissa,
-    };
-    let parsed = match exponent {
-        Some(exponent) => Decimal::from_scientific(&format!("{mantissa}e{exponent}")),
-        None => Decimal::from_str_exact(mantissa),
-    };
-    match parsed {
-        Ok(value) => Ok(value.normalize()),
-        Err(_) => Err(Error::invalid(field, beyond_exact_decimals(mantissa, exponent))),
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // The value is `digits × 10^shift`, with the digits' zeros at either end taken off:
+    // only the significant digits must fit, wherever the text put its point or exponent
+    // (`19990000e-6` and `0.0001999e5` are both 19.99).
+    let digits = [whole, fraction].concat();
+    let leading = digits.trim_start_matches('0');
+    let significant = leading.trim_end_matches('0');
+    if significant.is_empty() {
+        return Ok(Decimal::ZERO);
     }
-}
-
-/// The rule a well-formed number that does not fit an exact decimal breaks (a
-/// [`Decimal`] holds 28 digits, and at most 28 of them after the point): named from
-/// where its first and last significant digits stand, so that `1e30` is too large and
-/// `1e-30` has too many decimal places, rather than both "too many digits".
-fn beyond_exact_decimals(mantissa: &str, exponent: Option<&str>) -> &'static str {
-    const TOO_LARGE: &str = "is too large (at most 28 digits before the decimal point)";
-    const TOO_FINE: &str = "has too many decimal places (at most 28)";
-    let digits = mantissa.trim_start_matches('-');
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    let all: String = [whole, fraction].concat();
+    let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let too_large = || Error::invalid(field, "is too large (at most 28 digits before the decimal point)");
+    let too_fine = || Error::invalid(field, "has too many decimal places (at most 28)");
     // An exponent too long for an i64 is too large or too small beyond any doubt.
-    let shift = exponent.map_or(Some(0), |e| e.trim_start_matches('+').parse::<i64>().ok());
-    let (Some(first), Some(last), Some(shift)) = (all.find(|c| c != '0'), all.rfind(|c| c != '0'), shift) else {
-        return match exponent.is_some_and(|e| e.starts_with('-')) {
-            true => TOO_FINE,
-            false => TOO_LARGE,
-        };
+    let exponent = match exponent.map(str::parse::<i64>) {
+        None => 0,
+        Some(Ok(exponent)) => exponent,
+        Some(Err(_)) if exponent.is_some_and(|e| e.starts_with('-')) => return Err(too_fine()),
+        Some(Err(_)) => return Err(too_large()),
     };
-    let point = i64::try_from(whole.len()).unwrap_or(i64::MAX).saturating_add(shift);
-    // Digit positions counted from the point: 0 is the units, -1 the first decimal place.
-    let position = |index: usize| point.saturating_sub(1).saturating_sub(i64::try_from(index).unwrap_or(i64::MAX));
-    if position(first) >= 28 {
-        TOO_LARGE
-    } else if position(last) < -28 {
-        TOO_FINE
-    } else {
-        "has too many digits (at most 28 significant digits)"
+    // Place of the last significant digit: 0 the units, -1 the first decimal place.
+    let last =
+        exponent.saturating_sub(as_i64(fraction.len())).saturating_add(as_i64(leading.len() - significant.len()));
+    let first = last.saturating_add(as_i64(significant.len()) - 1);
+    if first >= 28 {
+        return Err(too_large());
     }
+    if last < -28 {
+        return Err(too_fine());
+    }
+    if significant.len() > 28 {
+        return Err(Error::invalid(field, "has too many digits (at most 28 significant digits)"));
+    }
+    // At most 28 digits: far below i128's limit, and below a Decimal's 2^96 once shifted.
+    let units: i128 = significant.parse().map_err(|_| bad())?;
+    let (units, scale) = match u32::try_from(-last) {
+        Ok(scale) => (units, scale),
+        Err(_) => (units * 10i128.pow(u32::try_from(last).unwrap_or(0)), 0),
+    };
+    let value = Decimal::try_from_i128_with_scale(if negative { -units } else { units }, scale).map_err(|_| bad())?;
+    Ok(value.normalize())
 }
 
 /// `-?digits(.digits)?([eE][+-]?digits)?`, the JSON number grammar (leading zeros aside).
@@ -285,6 +283,16 @@ mod tests {
             assert!(rule(fine).contains("decimal places"), "{fine}: {}", rule(fine));
         }
         assert!(rule("1234567890.12345678901234567891").contains("significant digits"));
+        // Only the significant digits must fit, wherever the point or the exponent puts them.
+        let value = |text: &str| parse_decimal("amount", text).ok();
+        assert_eq!(value("19990000000000000000000000000000e-30"), Some(Decimal::new(1999, 2)));
+        assert_eq!(value("0.00000000000000000000000000001999e30"), Some(Decimal::new(1999, 2)));
+        assert_eq!(value("0e99999999999999999999"), Some(Decimal::ZERO));
+        assert_eq!(value("-0.000"), Some(Decimal::ZERO));
+        assert_eq!(value("9999999999999999999999999999"), Decimal::from_str_exact("9999999999999999999999999999").ok());
+        assert_eq!(value("0.0000000000000000000000000001"), Some(Decimal::new(1, 28)));
+        assert_eq!(value("123e-2"), Some(Decimal::new(123, 2)));
+        assert_eq!(value("1.5E+3"), Some(Decimal::from(1500)));
         assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
     }
 
