@@ -962,6 +962,8 @@ const PAGE_SCRIPT: &str = r#"
   }
 
   function apply(next, raw) {
+    // A refusal shown for the state the page had is out of date once the page catches up.
+    if (data && data.status !== next.status) clearError();
     data = next;
     skew = Date.now() - next.now_t;
     var st = next.status, terminal = !!TERMINAL[st];

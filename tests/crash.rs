@@ -359,9 +359,17 @@ fn order_violations(service: &Service, order_id: &str) -> Vec<String> {
 
     // The payments committed with the state changes agree with the state.
     let counting: Vec<_> = payments.iter().filter(|p| p.counts && p.state != PaymentState::Rejected).collect();
-    // order.paid_late: a payment first seen after the quote, or one seen in time that
-    // confirmed after the order failed.
-    let late = payments.iter().filter(|p| !p.counts || p.state == PaymentState::Confirmed).count();
+    // order.paid_late: a payment first seen after the quote (and again when it later
+    // confirms or is rejected), or one seen in time that confirmed after the order failed.
+    let late: usize = payments
+        .iter()
+        .map(|p| match (p.counts, p.state) {
+            (false, PaymentState::Unconfirmed) => 1,
+            (false, _) => 2,
+            (true, PaymentState::Confirmed) => 1,
+            (true, _) => 0,
+        })
+        .sum();
     let paid_late_events = events.iter().filter(|e| e.event_type == EventType::PaidLate).count();
     if status == OrderStatus::New && !payments.is_empty() {
         bad.push(format!("NEW with {} payment(s)", payments.len()));

@@ -129,6 +129,48 @@ fn late_payment_after_expiry_is_paid_late_then_mark_paid() {
 }
 
 #[test]
+fn a_late_payments_confirmation_or_rejection_is_announced_too() {
+    // The merchant heard of an unconfirmed late payment (order.paid_late) and may accept
+    // it with mark_paid: what becomes of that money is news of the same kind.
+    let h = harness();
+    let mut o = create_usd10(&h);
+    past_expiry(&h, &o);
+    tick(&h);
+    let late = pay(&h, &o.id, "tx-late-1", "10", false);
+    assert_eq!(
+        late.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(),
+        ["order.expired", "order.paid_late"]
+    );
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.expired", "NEW"), ("order.paid_late", "EXPIRED")]);
+    tick(&h);
+    let confirmed = h.svc.confirm_payment("tx-late-1").expect("confirm");
+    assert_eq!(confirmed.events.len(), 1);
+    let payload: serde_json::Value = serde_json::from_str(&confirmed.events[0].payload).expect("payload");
+    assert_eq!(payload["type"], json!("order.paid_late"));
+    assert_eq!(payload["data"]["payment"]["txid"], json!("tx-late-1"));
+    assert_eq!(payload["data"]["payment"]["state"], json!("confirmed"));
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.paid_late", "EXPIRED")]);
+
+    // Accepted by hand while unconfirmed, then rejected: the merchant must hear of it.
+    tick(&h);
+    pay(&h, &o.id, "tx-late-2", "10", false);
+    step(&h, &mut o, Expect::status("EXPIRED"), &[("order.paid_late", "EXPIRED")]);
+    tick(&h);
+    h.svc.mark_paid(&o.id).expect("mark_paid");
+    tick(&h);
+    let rejected = h.svc.reject_payment("tx-late-2").expect("reject");
+    assert_eq!(rejected.events.len(), 1);
+    let payload: serde_json::Value = serde_json::from_str(&rejected.events[0].payload).expect("payload");
+    assert_eq!(
+        (payload["type"].clone(), payload["data"]["payment"]["state"].clone()),
+        (json!("order.paid_late"), json!("rejected"))
+    );
+    assert_eq!(rejected.order.order.status, OrderStatus::Paid, "news only: nothing moves by itself");
+    // A duplicate settle says nothing again.
+    assert!(h.svc.reject_payment("tx-late-2").expect("again").events.is_empty());
+}
+
+#[test]
 fn late_payment_on_a_new_order_whose_quote_ran_out_expires_it_first() {
     let h = harness();
     let mut o = create_usd10(&h);

@@ -181,6 +181,15 @@ fn an_answer_holding_a_nul_byte_is_logged_on_every_backend() {
 }
 
 #[test]
+fn an_event_not_attempted_yet_is_due_since_it_was_made() {
+    let env = manual(|_| {});
+    let (_, event) = env.paid_order(None);
+    let delivery = env.delivery(&event);
+    assert_eq!((delivery.state, delivery.attempts), (DeliveryState::Pending, 0));
+    assert_eq!(delivery.next_attempt_at, event.created_at, "not 1970");
+}
+
+#[test]
 fn the_keys_webhook_url_is_read_at_dispatch_time() {
     let old = Receiver::start();
     let new = Receiver::start();

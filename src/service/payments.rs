@@ -384,6 +384,11 @@ impl Service {
             // payments was rejected): nothing moves by itself, so tell the merchant, who
             // may accept it with mark_paid. Like any late payment it changes nothing else.
             events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
+        } else if !payment.counts && (status != OrderStatus::Paid || current.order.marked_paid) {
+            // A late payment the merchant was told of (`order.paid_late`, state
+            // unconfirmed) became final or was rejected: they may have accepted it with
+            // mark_paid, or be about to, so the news goes out the same way, with its state.
+            events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
         }
         Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
     }

@@ -197,11 +197,14 @@ impl Service {
         let mut out = Vec::with_capacity(events.len());
         for (event, row) in events.into_iter().zip(rows) {
             let log = self.store.read(|db| db.attempts_for_event(&row.event_id))?;
+            // An event is written due at once (0 in the outbox, the oldest time there is):
+            // shown as due since it was made, not since 1970.
+            let next_attempt_at = row.next_attempt_at.max(event.created_at);
             out.push(EventDelivery {
                 event,
                 state: row.state,
                 attempts: row.attempts,
-                next_attempt_at: row.next_attempt_at,
+                next_attempt_at,
                 delivered_at: row.delivered_at,
                 last_error: row.last_error,
                 log,

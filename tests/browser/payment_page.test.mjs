@@ -205,6 +205,7 @@ test("a refused action shows the server's error; the page catches up with a part
   await page.waitForFunction(() => document.getElementById("status").dataset.status === "PENDING", null, {
     timeout: STEP_MS,
   });
+  assert.equal(await page.getByTestId("error").isVisible(), false, "the refusal is gone once the page caught up");
   assert.equal(await page.getByTestId("status").innerText(), "Partly paid");
   assert.match(await page.getByTestId("received").innerText(), /^Received so far: 2\.50 of 5\.00 USD$/);
   assert.equal(await page.locator("#amount-label").innerText(), "Amount still due");

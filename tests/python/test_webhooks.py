@@ -133,7 +133,11 @@ def test_a_delivered_webhook_verifies_with_the_keys_secret(svc: coinorder.Servic
     assert payload["data"]["order"]["status"] == "PAID"
     assert payload["data"]["previous_status"] == "NEW"
     assert payload["data"]["sequence"] == 1
-    assert payload == json.loads(body)
+    # Money is exact: the amounts come back as Decimal, equal to what was ordered.
+    assert payload["data"]["order"]["price_amount"] == Decimal("19.99")
+    assert isinstance(payload["data"]["order"]["price_amount"], Decimal)
+    assert payload["data"]["invoice"]["amount"] == created.invoice.amount
+    assert payload == json.loads(body, parse_float=Decimal)
     lower = {name.lower(): value for name, value in headers.items()}
     assert lower["webhook-id"] == paid.events[0].event_id
 

@@ -1354,9 +1354,9 @@ fn option_value(value: &Bound<'_, PyAny>, name: &str) -> PyResult<serde_json::Va
     }
 }
 
-/// Verifies a received webhook (Standard Webhooks) and returns its JSON payload; raises
-/// `WebhookVerificationError` when it is not authentic or not fresh, or when its body is
-/// not a JSON object.
+/// Verifies a received webhook (Standard Webhooks) and returns its JSON payload, amounts
+/// as `decimal.Decimal`; raises `WebhookVerificationError` when it is not authentic or
+/// not fresh, or when its body is not a JSON object.
 #[pyfunction]
 #[pyo3(signature = (secret, headers, body, now = None))]
 fn verify_webhook<'py>(
@@ -1401,7 +1401,11 @@ fn verify_webhook<'py>(
         ))?;
         return Err(PyErr::from_value(raised));
     }
-    py.import("json")?.call_method1("loads", (PyBytes::new(py, &body),))
+    // Money is `decimal.Decimal` (DESIGN §9.2): a number with a point or an exponent is
+    // read as one, exactly as sent; whole numbers stay `int`.
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("parse_float", py.import("decimal")?.getattr("Decimal")?)?;
+    py.import("json")?.call_method("loads", (PyBytes::new(py, &body),), Some(&kwargs))
 }
 
 /// The compiled part of the `coinorder` package.
