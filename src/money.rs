@@ -176,16 +176,21 @@ pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Deci
         _ => r.checked_mul(10u128.checked_pow(u32::try_from(-shift).ok()?)?)?,
     };
     let limit = 10u128.pow(QUOTE_DIGITS);
-    // Long division, one decimal digit of the dividend at a time: the remainder stays
-    // below the divisor (under 2^96 × 10^4), so ten times it never overflows.
+    // Long division, nine decimal digits of the dividend at a time: when there are any
+    // (`shift` > 0) the divisor is the rate's digits, under 2^96, and so is the
+    // remainder, which times 10^9 (under 2^30) stays under 2^126.
     let (mut units, mut remainder) = (f / divisor, f % divisor);
-    for _ in 0..shift.max(0) {
-        remainder *= 10;
-        units = units.checked_mul(10)?.checked_add(remainder / divisor)?;
+    let mut digits_left = u32::try_from(shift.max(0)).ok()?;
+    while digits_left > 0 {
+        let step = digits_left.min(9);
+        let scale = 10u128.pow(step);
+        remainder *= scale;
+        units = units.checked_mul(scale)?.checked_add(remainder / divisor)?;
         remainder %= divisor;
         if units >= limit {
             return None;
         }
+        digits_left -= step;
     }
     if remainder > 0 {
         units += 1;
@@ -322,7 +327,26 @@ mod tests {
         // Beyond 28 digits: not quotable.
         assert_eq!(crypto_amount(d("1000000000000"), d("100"), 18), None);
         assert_eq!(largest_quotable_coins(18), d("10000000000"));
-        // Each result is the least whole number of units covering the fiat.
+        // Each result is the least whole number of units covering the fiat: a grid of
+        // amounts and rates, checked wherever a Decimal holds the products exactly.
+        for fiat in ["0.01", "1", "19.99", "123.456", "999999.99", "1000000000000"] {
+            for rate in ["0.3", "1", "3", "7", "64250.5", "0.000009267794", "123456789.123"] {
+                for decimals in [0, 2, 6, 8, 18] {
+                    let (fiat, rate) = (d(fiat), d(rate));
+                    let Some(amount) = crypto_amount(fiat, rate, decimals) else { continue };
+                    let unit = Decimal::new(1, decimals);
+                    assert!(amount.scale() <= decimals, "{amount} has at most {decimals} places");
+                    let covers = amount.checked_mul(rate);
+                    let short = amount.checked_sub(unit).and_then(|less| less.checked_mul(rate));
+                    let exact = |product: Decimal, a: Decimal| product.scale() == a.scale() + rate.scale();
+                    if let (Some(covers), Some(short)) = (covers, short) {
+                        if exact(covers, amount) && exact(short, amount - unit) {
+                            assert!(covers >= fiat && short < fiat, "{fiat} at {rate} in {decimals}: {amount}");
+                        }
+                    }
+                }
+            }
+        }
         for (fiat, rate, decimals) in [("19.99", "3", 6), ("0.01", "64250.5", 8), ("1", "7", 18), ("123.456", "0.3", 6)]
         {
             let amount = crypto_amount(d(fiat), d(rate), decimals).unwrap_or_default();

@@ -242,4 +242,12 @@ fn a_list_moves_what_is_past_its_deadline_before_it_filters() {
     let ids: Vec<&str> = expired["orders"].as_array().expect("orders").iter().map(|o| string(o, "order_id")).collect();
     assert_eq!(ids, vec![second.id.as_str(), first.id.as_str()]);
     assert_eq!(h.svc.order_events(&first.id).expect("events").len(), 1);
+
+    // A PENDING order short of its amount, past its deadline, is listed FAILED.
+    let short = create_usd10(&h);
+    pay(&h, &short.id, "tx-short", "4", true);
+    past_expiry(&h, &short);
+    let failed = h.get("/v1/orders?status=FAILED").json();
+    let ids: Vec<&str> = failed["orders"].as_array().expect("orders").iter().map(|o| string(o, "order_id")).collect();
+    assert_eq!(ids, vec![short.id.as_str()]);
 }

@@ -25,4 +25,5 @@ def create_app(svc: coinorder.Service) -> Flask:
 if __name__ == "__main__":  # python flask_app.py [shop.db]: a sandbox on http://127.0.0.1:8080
     service = coinorder.Service.open(sys.argv[1] if len(sys.argv) > 1 else "shop.db")
     print("API key (shown once):", service.create_key(1).plain_key)
+    service.start_workers()  # expiry, webhooks and e-mails in the background, as `serve` runs them
     create_app(service).run(host="127.0.0.1", port=8080)

@@ -924,7 +924,10 @@ impl MerchantReads<'_, '_> {
         )?;
         let has_more = orders.len() > query.limit as usize;
         orders.truncate(query.limit as usize);
-        let overdue = !self.db.orders_due_for_expiry(merchant.environment, now.as_millis(), 1)?.is_empty();
+        // Without a status filter the page's orders are the same whatever their states:
+        // only an open one on it can be shown out of date.
+        let could_be_stale = query.status.is_some() || orders.iter().any(|order| !order.status.is_terminal());
+        let overdue = could_be_stale && self.db.any_order_due_for_expiry(merchant.environment, now.as_millis())?;
         Ok((OrderPage { orders, limit: query.limit, offset: query.offset, has_more }, overdue))
     }
 }

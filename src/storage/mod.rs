@@ -354,6 +354,10 @@ dispatch! {
     /// Orders of `environment` whose quote expired by `now` and that expiry would move:
     /// NEW ones, and PENDING ones with no counted payment still waiting to confirm.
     fn orders_due_for_expiry(environment: Environment, now: i64, limit: i64) -> Result<Vec<String>>;
+    /// Whether any order of `environment` is due for expiry at `now` (as
+    /// [`Conn::orders_due_for_expiry`] would find one), by one look at the expiry index:
+    /// what every list asks first.
+    fn any_order_due_for_expiry(environment: Environment, now: i64) -> Result<bool>;
     /// A page of the merchant's orders, newest first (created_at, then order_id, DESC).
     fn list_orders(user_id: i64, environment: Environment, status: Option<OrderStatus>, limit: i64, offset: i64) -> Result<Vec<Order>>;
     /// Orders of `environment` for the host, of any merchant or of `user_id`'s, in

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -209,3 +210,32 @@ def test_redeliver_sends_a_delivered_event_again_with_the_same_id(svc: coinorder
         svc.redeliver("msg_doesnotexist")
     assert caught.value.error_code == "EVENT_NOT_FOUND"
     assert caught.value.http_status == 400
+
+
+def test_workers_send_webhooks_and_expire_orders_without_host_loops(db_path: str, receiver: Receiver) -> None:
+    with coinorder.Service.open(db_path, "sandbox", rate_limit=0, invoice_ttl=1) as svc:
+        key = svc.create_key(1, webhook_url=receiver.url)
+        merchant = svc.authenticate(key.plain_key)
+        order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+        assert not svc.workers_running
+        svc.start_workers(interval=0.05)
+        assert svc.workers_running
+        with pytest.raises(ValueError, match="already running"):
+            svc.start_workers()
+        # Nobody reads the order: the expiry worker moves it, the delivery worker sends it.
+        deadline = time.monotonic() + 10
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        svc.stop_workers()
+        assert not svc.workers_running
+        assert len(receiver.received) == 1
+        headers, body = receiver.received[0]
+        payload = coinorder.verify_webhook(key.webhook_secret, headers, body)
+        assert (payload["type"], payload["data"]["order"]["order_id"]) == ("order.expired", order_id)
+        svc.stop_workers()  # nothing running: fine
+        for bad, error in [(0, coinorder.ParametersMissing), (3601, coinorder.ParametersMissing), (True, TypeError)]:
+            with pytest.raises(error):
+                svc.start_workers(interval=bad)
+        svc.start_workers()
+    # close() stopped them.
+    assert not svc.workers_running

@@ -762,6 +762,9 @@ impl Response {
 pub struct Service {
     inner: Mutex<Option<Arc<Core>>>,
     environment: Environment,
+    /// The background workers `start_workers` started, stopped by `stop_workers` or
+    /// `close`.
+    workers: Mutex<Vec<coinorder::Worker>>,
 }
 
 impl Service {
@@ -811,13 +814,15 @@ impl Service {
         let config = Config::from_options(&serde_json::Value::Object(config_options)).map_err(|e| to_py_err(py, &e))?;
         let environment = config.environment;
         let core = detached(py, move || Core::open(target, config))?;
-        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment })
+        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment, workers: Mutex::new(Vec::new()) })
     }
 
     /// Closes the service; later calls raise `ValueError`. Calling it twice is fine. Key
     /// uses that requests could not write while the writer was busy are written first, so
     /// no `last_used_at` is lost.
     fn close(&self, py: Python<'_>) {
+        // The workers hold the service open: they stop first.
+        self.stop_workers(py);
         let taken = self.inner.lock().ok().and_then(|mut guard| guard.take());
         // The database closes when the last call in flight on another thread finishes.
         py.detach(move || drop(taken));
@@ -1076,6 +1081,65 @@ impl Service {
         let (order, invoice) = pair(py, done.order)?;
         let payments = objects(py, done.payments, Payment::object)?;
         Ok(Simulation { order, invoice, payments, events: objects(py, done.events, Event::object)? })
+    }
+
+    /// Starts the background work `coinorder serve` runs, on threads of the service: the
+    /// expiry sweep every `interval` seconds, webhooks and payment-link e-mails as they
+    /// come due (`batch` at a time), and the chain watcher when one is configured.
+    /// `stop_workers()` (or `close()`) stops them. Raises `ValueError` when they run.
+    #[pyo3(signature = (interval = None, batch = None), text_signature = "($self, interval=1.0, batch=100)")]
+    fn start_workers(
+        &self,
+        py: Python<'_>,
+        interval: Option<&Bound<'_, PyAny>>,
+        batch: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let seconds = match interval.filter(|value| !value.is_none()) {
+            None => 1.0,
+            Some(value) if value.is_instance_of::<PyBool>() => {
+                return Err(PyTypeError::new_err("interval: must be a number of seconds"))
+            }
+            Some(value) => {
+                value.extract::<f64>().map_err(|_| PyTypeError::new_err("interval: must be a number of seconds"))?
+            }
+        };
+        if !(seconds > 0.0 && seconds <= 3600.0) {
+            let rule = "must be more than 0 and at most 3600 seconds";
+            return Err(to_py_err(py, &coinorder::Error::invalid("interval", rule)));
+        }
+        let batch = usize::try_from(whole_arg(py, batch, "batch", 100, 1, 10_000)?).unwrap_or(100);
+        let core = self.core()?;
+        let mut workers = self.workers.lock().map_err(|_| PyValueError::new_err("service is closed"))?;
+        if !workers.is_empty() {
+            return Err(PyValueError::new_err("workers are already running: stop_workers() first"));
+        }
+        let every = std::time::Duration::from_secs_f64(seconds);
+        let started = py.detach(move || -> std::io::Result<Vec<coinorder::Worker>> {
+            let mut started = vec![core.start_expiry_worker(every)?, core.start_delivery_worker(every, batch)?];
+            if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
+                started.push(core.start_chain_worker(every)?);
+            }
+            Ok(started)
+        });
+        *workers = started.map_err(|e| PyValueError::new_err(format!("cannot start the workers: {e}")))?;
+        Ok(())
+    }
+
+    /// Stops the workers `start_workers` started, waiting for the webhooks and the
+    /// e-mail already on their way; nothing when none run.
+    fn stop_workers(&self, py: Python<'_>) {
+        let taken = self.workers.lock().map(|mut workers| std::mem::take(&mut *workers)).unwrap_or_default();
+        py.detach(move || {
+            for mut worker in taken {
+                worker.stop();
+            }
+        });
+    }
+
+    /// True while the workers `start_workers` started run.
+    #[getter]
+    fn workers_running(&self) -> bool {
+        self.workers.lock().map(|workers| workers.iter().any(coinorder::Worker::is_running)).unwrap_or(false)
     }
 
     /// Moves every order whose quote has run out (NEW → EXPIRED, PENDING short → FAILED).

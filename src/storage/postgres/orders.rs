@@ -203,6 +203,26 @@ impl PgConn {
     }
 
     // A plain read: each order it names is then locked by `order_in_environment`.
+    pub(crate) fn any_order_due_for_expiry(&self, environment: Environment, now: i64) -> Result<bool> {
+        self.query_one(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id
+                                      WHERE i.status = $1 AND i.expired_at <= $3 AND o.environment = $4)
+                           OR EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id
+                                      WHERE i.status = $2 AND i.expired_at <= $3 AND o.environment = $4
+                                        AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.order_id
+                                                        AND p.counts = 1 AND p.state = $5))
+                         THEN 1::BIGINT ELSE 0::BIGINT END",
+            &[
+                &OrderStatus::New.as_str(),
+                &OrderStatus::Pending.as_str(),
+                &now,
+                &environment.as_str(),
+                &PaymentState::Unconfirmed.as_str(),
+            ],
+            |row| Ok(row.int(0)? != 0),
+        )
+    }
+
     pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
         self.query(
             // One ordered index read per open status, merged (see the SQLite side).

@@ -254,6 +254,24 @@ impl SqliteConn<'_> {
         )
     }
 
+    pub(crate) fn any_order_due_for_expiry(&self, environment: Environment, now: i64) -> Result<bool> {
+        // Each EXISTS is one seek into `orders_by_expiry (invoice_status, expired_at)`.
+        const SQL: &str = "SELECT EXISTS (SELECT 1 FROM orders
+                                          WHERE invoice_status = ?1 AND expired_at <= ?3 AND environment = ?4)
+                               OR EXISTS (SELECT 1 FROM orders o
+                                          WHERE o.invoice_status = ?2 AND o.expired_at <= ?3 AND o.environment = ?4
+                                            AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.order_id
+                                                            AND p.counts = 1 AND p.state = ?5))";
+        let params = rusqlite::params![
+            OrderStatus::New.as_str(),
+            OrderStatus::Pending.as_str(),
+            now,
+            environment.as_str(),
+            PaymentState::Unconfirmed.as_str()
+        ];
+        self.query_one(SQL, params, |row| Ok(row.int(0)? != 0))
+    }
+
     pub(crate) fn advance_open_deadlines(&self, environment: Environment, by_ms: i64) -> Result<usize> {
         self.execute(
             "UPDATE orders SET expired_at = expired_at - :by
