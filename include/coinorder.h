@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 4
+#define COINORDER_ABI_VERSION 5
 
 /**
  * `PARAMETERS_MISSING`
@@ -475,13 +475,34 @@ coinorder_status coinorder_send_due_emails(const struct coinorder_service *servi
  * Moves every order of the service's environment whose quote has run out: NEW →
  * EXPIRED, PENDING paid short with no payment left to confirm → FAILED, each with its
  * `order.expired` / `order.failed` event. Run it every few seconds, like
- * [`coinorder_deliver_due`] (`coinorder serve` runs it every second): an order whose
- * quote ran out stays NEW until a run finds it. `*report_json_out` gets the counts:
+ * [`coinorder_deliver_due`] (`coinorder serve` runs it every second), or let
+ * [`coinorder_workers_start`] run both. A read of an order whose quote ran out moves it
+ * first, so no read shows it open; an order nobody reads waits for a run, and so does
+ * its `order.expired` webhook. `*report_json_out` gets the counts:
  * `{"expired","failed"}`.
  */
 coinorder_status coinorder_expire_due(const struct coinorder_service *service,
                                       char **report_json_out,
                                       struct coinorder_error **err);
+
+/**
+ * Starts the background work `coinorder serve` runs, on threads of the service: the
+ * expiry sweep every `interval_ms` milliseconds (1 to 3600000), webhooks and
+ * payment-link e-mails as they come due (`batch` at a time, 1 to 10000), and the chain
+ * watcher when one is configured. [`coinorder_workers_stop`] stops them, and so does
+ * [`coinorder_service_close`]. Workers already running are `PARAMETERS_MISSING`
+ * ("workers: already running").
+ */
+coinorder_status coinorder_workers_start(const struct coinorder_service *service,
+                                         uint32_t interval_ms,
+                                         uint32_t batch,
+                                         struct coinorder_error **err);
+
+/**
+ * Stops the workers [`coinorder_workers_start`] started, waiting for the webhooks and
+ * the e-mail already on their way. NULL, or no workers running, is fine.
+ */
+void coinorder_workers_stop(const struct coinorder_service *service);
 
 /**
  * Queues an event for delivery again, due now, with a fresh retry schedule (the same

@@ -5,6 +5,7 @@
 //! webhooks and payment-link e-mails ([`Service::deliver_due`],
 //! [`Service::send_due_emails`]); `coinorder serve` runs both while it serves.
 
+use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -54,6 +55,11 @@ impl StopRequested {
     fn get(&self) -> bool {
         lock(&self.0.control).stop
     }
+}
+
+thread_local! {
+    /// On a worker's thread, the address of its [`Shared`] state; 0 elsewhere.
+    static RUNNING_WORKER: Cell<usize> = const { Cell::new(0) };
 }
 
 /// A task run periodically on its own named thread until [`Worker::stop`] (or drop).
@@ -126,7 +132,11 @@ impl Worker {
         let thread = {
             let shared = Arc::clone(&shared);
             let interval = interval.max(MIN_INTERVAL);
-            thread::Builder::new().name(name.clone()).spawn(move || run(&shared, interval, task))?
+            let me = Arc::as_ptr(&shared) as usize;
+            thread::Builder::new().name(name.clone()).spawn(move || {
+                RUNNING_WORKER.with(|running| running.set(me));
+                run(&shared, interval, task)
+            })?
         };
         Ok(Worker { name, shared, thread: Some(thread) })
     }
@@ -149,8 +159,10 @@ impl Worker {
         lock(&self.shared.control).stop = true;
         self.shared.signal.notify_all();
         if let Some(thread) = self.thread.take() {
-            // A task that somehow stops its own worker must not wait for itself.
-            if thread.thread().id() != thread::current().id() {
+            // A task that somehow stops its own worker must not wait for itself. (Asked
+            // of a thread-local number: `thread::current()` would leave a handle behind
+            // on a C host's thread, which valgrind reports as lost.)
+            if RUNNING_WORKER.with(Cell::get) != Arc::as_ptr(&self.shared) as usize {
                 // Panics inside the task are caught in the thread, so join only fails if
                 // the worker loop itself panicked; there is nothing left to clean up then.
                 let _ = thread.join();

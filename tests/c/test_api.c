@@ -365,7 +365,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 4);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 5);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -2475,6 +2475,38 @@ static void test_errors_are_independent_objects(void) {
  * The run
  * ------------------------------------------------------------------------------------- */
 
+static void test_workers(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, "{\"rate_limit\":0,\"invoice_ttl\":1}"));
+    EXPECT_NULL_ARG(coinorder_workers_start(NULL, 1000, 100, &err), "service");
+    EXPECT_ERROR(coinorder_workers_start(fx.svc, 0, 100, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "interval_ms: must be from 1 to 3600000");
+    EXPECT_ERROR(coinorder_workers_start(fx.svc, 20, 0, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "batch: must be from 1 to 10000");
+
+    char unpaid[128];
+    REQUIRE(CREATE_ORDER(&fx, "{\"currency\":\"USD\",\"amount\":10}", unpaid));
+    EXPECT_OK(coinorder_workers_start(fx.svc, 20, 100, &err));
+    EXPECT_ERROR(coinorder_workers_start(fx.svc, 20, 100, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "workers: already running");
+    /* Nobody reads the order: the expiry worker moves it once its quote runs out. */
+    struct timespec past_the_quote = {1, 400 * 1000 * 1000};
+    nanosleep(&past_the_quote, NULL);
+    coinorder_workers_stop(fx.svc);
+    coinorder_workers_stop(fx.svc); /* none running: fine */
+    coinorder_workers_stop(NULL);
+    char *out = NULL;
+    EXPECT_OK(coinorder_expire_due(fx.svc, &out, &err));
+    CHECK_STR_EQ(out, "{\"expired\":0,\"failed\":0}");
+    coinorder_string_free(out);
+    CHECK_ORDER_STATUS(&fx, unpaid, "EXPIRED");
+
+    /* Started again and left running: closing the service stops them first. */
+    EXPECT_OK(coinorder_workers_start(fx.svc, 20, 100, &err));
+    fixture_close(&fx);
+}
+
 int main(void) {
     if (harness_make_temp_dir("api", g_dir, sizeof g_dir) != 0) {
         return 2;
@@ -2502,6 +2534,7 @@ int main(void) {
         {"payment_record, confirm, reject; order_payments", test_payments},
         {"simulate (sandbox and live)", test_simulate},
         {"expire_due: NEW -> EXPIRED, PENDING short -> FAILED", test_expire_due},
+        {"workers_start, workers_stop: expiry without host loops", test_workers},
         {"deliver_due without a webhook url", test_deliver_due},
         {"redeliver: an event sent again; event_deliveries", test_redeliver},
         {"send_due_emails: payment links to a real SMTP server", test_send_due_emails},

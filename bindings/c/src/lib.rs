@@ -17,6 +17,7 @@ mod ffi;
 
 use std::ffi::{c_char, CStr};
 use std::ptr;
+use std::sync::Arc;
 
 use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
@@ -27,7 +28,7 @@ pub use ffi::{coinorder_error, coinorder_status};
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 4;
+pub const COINORDER_ABI_VERSION: u32 = 5;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -40,7 +41,10 @@ const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_V
 /// closed with [`coinorder_service_close`].
 #[allow(non_camel_case_types)]
 pub struct coinorder_service {
-    service: Service,
+    /// Started by [`coinorder_workers_start`]; declared first, so that they stop (and
+    /// let go of the service) before the service itself closes.
+    workers: std::sync::Mutex<Vec<coinorder::Worker>>,
+    service: std::sync::Arc<Service>,
 }
 
 /// The library version as text, e.g. `"0.1.0"`. Static: never free it.
@@ -89,7 +93,8 @@ pub unsafe extern "C" fn coinorder_service_open(
         };
         let config = Config::from_options(&options)?;
         let service = Service::open(target, config)?;
-        out(service_out, "service_out", Box::into_raw(Box::new(coinorder_service { service })))
+        let service = coinorder_service { workers: std::sync::Mutex::new(Vec::new()), service: Arc::new(service) };
+        out(service_out, "service_out", Box::into_raw(Box::new(service)))
     })
 }
 
@@ -637,8 +642,10 @@ pub unsafe extern "C" fn coinorder_send_due_emails(
 /// Moves every order of the service's environment whose quote has run out: NEW →
 /// EXPIRED, PENDING paid short with no payment left to confirm → FAILED, each with its
 /// `order.expired` / `order.failed` event. Run it every few seconds, like
-/// [`coinorder_deliver_due`] (`coinorder serve` runs it every second): an order whose
-/// quote ran out stays NEW until a run finds it. `*report_json_out` gets the counts:
+/// [`coinorder_deliver_due`] (`coinorder serve` runs it every second), or let
+/// [`coinorder_workers_start`] run both. A read of an order whose quote ran out moves it
+/// first, so no read shows it open; an order nobody reads waits for a run, and so does
+/// its `order.expired` webhook. `*report_json_out` gets the counts:
 /// `{"expired","failed"}`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_expire_due(
@@ -652,6 +659,56 @@ pub unsafe extern "C" fn coinorder_expire_due(
         let report = service.expire_due(service.now())?;
         json_out(report_json_out, "report_json_out", &render::expiry_report(&report))
     })
+}
+
+/// Starts the background work `coinorder serve` runs, on threads of the service: the
+/// expiry sweep every `interval_ms` milliseconds (1 to 3600000), webhooks and
+/// payment-link e-mails as they come due (`batch` at a time, 1 to 10000), and the chain
+/// watcher when one is configured. [`coinorder_workers_stop`] stops them, and so does
+/// [`coinorder_service_close`]. Workers already running are `PARAMETERS_MISSING`
+/// ("workers: already running").
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_workers_start(
+    service: *const coinorder_service,
+    interval_ms: u32,
+    batch: u32,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        let handle = service.as_ref().ok_or_else(|| CallError::null("service"))?;
+        if !(1..=3_600_000).contains(&interval_ms) {
+            return Err(coinorder::Error::invalid("interval_ms", "must be from 1 to 3600000").into());
+        }
+        if !(1..=10_000).contains(&batch) {
+            return Err(coinorder::Error::invalid("batch", "must be from 1 to 10000").into());
+        }
+        let mut workers = handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !workers.is_empty() {
+            return Err(coinorder::Error::invalid("workers", "already running").into());
+        }
+        let every = std::time::Duration::from_millis(u64::from(interval_ms));
+        let core = &handle.service;
+        let cannot = |e: std::io::Error| coinorder::Error::invalid("workers", format!("cannot start a thread: {e}"));
+        let mut started = vec![core.start_expiry_worker(every).map_err(cannot)?];
+        started.push(core.start_delivery_worker(every, batch as usize).map_err(cannot)?);
+        if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
+            started.push(core.start_chain_worker(every).map_err(cannot)?);
+        }
+        *workers = started;
+        Ok(())
+    })
+}
+
+/// Stops the workers [`coinorder_workers_start`] started, waiting for the webhooks and
+/// the e-mail already on their way. NULL, or no workers running, is fine.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_workers_stop(service: *const coinorder_service) {
+    if let Some(handle) = service.as_ref() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let taken = std::mem::take(&mut *handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            drop(taken);
+        }));
+    }
 }
 
 /// Queues an event for delivery again, due now, with a fresh retry schedule (the same
@@ -944,7 +1001,7 @@ pub unsafe extern "C" fn coinorder_error_free(err: *mut coinorder_error) {
 
 /// The service behind a C pointer, or `COINORDER_NULL_ARGUMENT`.
 unsafe fn service_ref<'a>(service: *const coinorder_service) -> Result<&'a Service, CallError> {
-    service.as_ref().map(|s| &s.service).ok_or_else(|| CallError::null("service"))
+    service.as_ref().map(|s| &*s.service).ok_or_else(|| CallError::null("service"))
 }
 
 /// The service and the merchant an API key authenticates, as the `x-api-key` header would.
