@@ -40,6 +40,13 @@ pub fn fiat_minor_units(field: &str, code: &str) -> Result<u32> {
     })
 }
 
+/// The ISO 4217 minor-unit count of any currency code with one, funds included: for
+/// amounts already stored in it (an order priced in a fund before funds were refused
+/// keeps its places), not for checking a new price ([`fiat_minor_units`]).
+pub(crate) fn stored_minor_units(code: &str) -> Option<u32> {
+    iso_currency::Currency::from_code(code)?.exponent().map(u32::from)
+}
+
 /// Parses a decimal amount from its text (`"19.99"`, `"1e3"`), exactly.
 ///
 /// The text must be a plain JSON-style number: optional `-`, digits, an optional
@@ -79,23 +86,25 @@ pub fn parse_decimal(field: &str, text: &str) -> Result<Decimal> {
     let last =
         exponent.saturating_sub(as_i64(fraction.len())).saturating_add(as_i64(leading.len() - significant.len()));
     let first = last.saturating_add(as_i64(significant.len()) - 1);
-    if first >= 28 {
-        return Err(too_large());
-    }
-    if last < -28 {
-        return Err(too_fine());
-    }
-    if significant.len() > 28 {
-        return Err(Error::invalid(field, "has too many digits (at most 28 significant digits)"));
-    }
-    // At most 28 digits: far below i128's limit, and below a Decimal's 2^96 once shifted.
-    let units: i128 = significant.parse().map_err(|_| bad())?;
-    let (units, scale) = match u32::try_from(-last) {
-        Ok(scale) => (units, scale),
-        Err(_) => (units * 10i128.pow(u32::try_from(last).unwrap_or(0)), 0),
+    // A Decimal holds a whole number of up to 96 bits (28 digits, some of 29) with at
+    // most 28 of them after the point: whatever fits is taken, exactly.
+    let fits = || -> Option<Decimal> {
+        let units: i128 = significant.parse().ok()?;
+        let units = if negative { -units } else { units };
+        match u32::try_from(-last) {
+            Ok(scale) => Decimal::try_from_i128_with_scale(units, scale).ok(),
+            Err(_) => {
+                let shifted = units.checked_mul(10i128.checked_pow(u32::try_from(last).ok()?)?)?;
+                Decimal::try_from_i128_with_scale(shifted, 0).ok()
+            }
+        }
     };
-    let value = Decimal::try_from_i128_with_scale(if negative { -units } else { units }, scale).map_err(|_| bad())?;
-    Ok(value.normalize())
+    match fits() {
+        Some(value) => Ok(value.normalize()),
+        None if first >= 28 => Err(too_large()),
+        None if last < -28 => Err(too_fine()),
+        None => Err(Error::invalid(field, "has too many digits (at most 28 significant digits)")),
+    }
 }
 
 /// `-?digits(.digits)?([eE][+-]?digits)?`, the JSON number grammar (leading zeros aside).
@@ -215,7 +224,7 @@ pub fn to_json_number(amount: Decimal) -> serde_json::Value {
 /// thousands separators: the payment page and the payment-link e-mail show the same text.
 pub(crate) fn fiat_text(amount: Decimal, currency: &str) -> String {
     let mut amount = amount;
-    if let Ok(minor) = fiat_minor_units("currency", currency) {
+    if let Some(minor) = stored_minor_units(currency) {
         if amount.scale() < minor {
             amount.rescale(minor);
         }
@@ -298,6 +307,35 @@ mod tests {
         assert_eq!(value("0.0000000000000000000000000001"), Some(Decimal::new(1, 28)));
         assert_eq!(value("123e-2"), Some(Decimal::new(123, 2)));
         assert_eq!(value("1.5E+3"), Some(Decimal::from(1500)));
+        // 29 digits where their whole number fits a Decimal's 96 bits, as before.
+        assert_eq!(
+            value("1.2345678901234567890123456789"),
+            Decimal::from_str_exact("1.2345678901234567890123456789").ok()
+        );
+        assert_eq!(
+            value("50000000000000000000000000000"),
+            Decimal::from_str_exact("50000000000000000000000000000").ok()
+        );
+        assert!(rule("90000000000000000000000000000").contains("too large"));
+        // Plain decimals: exactly what rust_decimal's own exact parser makes of them.
+        let mut digits = String::new();
+        for step in 0..40 {
+            digits.push(char::from(b'0' + (step * 7 % 10) as u8));
+            for text in [
+                digits.clone(),
+                format!("0.{digits}"),
+                format!("-{digits}.5"),
+                format!("{}.{}", &digits[..digits.len() / 2], &digits[digits.len() / 2..]),
+            ] {
+                let theirs = Decimal::from_str_exact(&text).ok().map(|d| d.normalize());
+                // Whatever theirs takes, ours takes as the same value (theirs also takes a
+                // bare ".5", which a price may not be written as; ours also takes zeros at
+                // either end beyond 28 digits, which carry no value).
+                if is_plain_number(&text) && theirs.is_some() {
+                    assert_eq!(value(&text).map(|d| d.normalize()), theirs, "{text}");
+                }
+            }
+        }
         assert_eq!(parse_decimal("amount", "-2.50").unwrap_or_default(), Decimal::new(-25, 1));
     }
 
@@ -333,7 +371,12 @@ mod tests {
             for rate in ["0.3", "1", "3", "7", "64250.5", "0.000009267794", "123456789.123"] {
                 for decimals in [0, 2, 6, 8, 18] {
                     let (fiat, rate) = (d(fiat), d(rate));
-                    let Some(amount) = crypto_amount(fiat, rate, decimals) else { continue };
+                    let Some(amount) = crypto_amount(fiat, rate, decimals) else {
+                        // Refused only when the quotient reaches the limit of 28 digits.
+                        let quotient = fiat.checked_div(rate).unwrap_or(Decimal::MAX);
+                        assert!(quotient >= largest_quotable_coins(decimals) * Decimal::new(99, 2), "{fiat} at {rate}");
+                        continue;
+                    };
                     let unit = Decimal::new(1, decimals);
                     assert!(amount.scale() <= decimals, "{amount} has at most {decimals} places");
                     let covers = amount.checked_mul(rate);

@@ -262,6 +262,10 @@ pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String
     if text.chars().any(char::is_control) {
         return Err(Error::invalid(field, "must not contain control characters"));
     }
+    // The parser drops spaces at either end; kept, they would go out with the URL.
+    if text.trim() != text {
+        return Err(Error::invalid(field, "must not begin or end with spaces"));
+    }
     let parsed =
         url::Url::parse(text).map_err(|e| Error::invalid(field, format!("must be an absolute http(s) URL ({e})")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {

@@ -680,13 +680,13 @@ fn message_page(heading: &str, text: &str, testid: &str) -> String {
     document(heading, &body)
 }
 
-/// The HTML document around a page body: inline style, strict CSP (nothing loads from
-/// anywhere; the script may only call back to this server, and forms only post to it).
 /// The characters that set or change the direction of the text after them.
 fn is_direction_mark(c: char) -> bool {
     matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
+/// The HTML document around a page body: inline style, strict CSP (nothing loads from
+/// anywhere; the script may only call back to this server, and forms only post to it).
 fn document(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\

@@ -57,6 +57,11 @@ impl StopRequested {
     }
 }
 
+/// How often the chain watcher is asked to look (`serve`, and the bindings' workers):
+/// each look queries the configured Esplora or JSON-RPC endpoint for every open invoice,
+/// and new blocks come minutes apart.
+pub const CHAIN_WATCH_INTERVAL: Duration = Duration::from_secs(15);
+
 thread_local! {
     /// On a worker's thread, the address of its [`Shared`] state; 0 elsewhere.
     static RUNNING_WORKER: Cell<usize> = const { Cell::new(0) };

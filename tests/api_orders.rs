@@ -543,6 +543,8 @@ fn url_fields_must_be_absolute_http_urls_of_at_most_2048_chars() {
             json!("https:\\\\evil.example"),
             json!("https://shop.example\\@evil.example/"),
             json!(" https://shop.example/"),
+            json!("https://shop.example/ "),
+            json!("https://shop.example/\u{a0}"),
         ] {
             let mut body = minimal_order();
             body[field] = bad.clone();

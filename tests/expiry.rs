@@ -201,7 +201,7 @@ fn a_read_never_shows_an_order_open_past_its_deadline() {
     pay(&h, &awaiting.id, "tx-awaiting", "10", false);
     past_expiry(&h, &unpaid);
 
-    // The typed read, the wire's Get Order, the wire's list and the payment page's.
+    // The typed read, the wire's Get Order and the payment page's (lists: the next test).
     let m = merchant(&h);
     assert_eq!(h.svc.get_order(&m, &unpaid.id).expect("get").order.status, OrderStatus::Expired);
     assert_eq!(get_order(&h, &short.id)["order"]["status"], "FAILED");
@@ -242,6 +242,12 @@ fn a_list_moves_what_is_past_its_deadline_before_it_filters() {
     let ids: Vec<&str> = expired["orders"].as_array().expect("orders").iter().map(|o| string(o, "order_id")).collect();
     assert_eq!(ids, vec![second.id.as_str(), first.id.as_str()]);
     assert_eq!(h.svc.order_events(&first.id).expect("events").len(), 1);
+
+    // The host's list (`orders list`) sees them as they stand too.
+    let third = create_usd10(&h);
+    past_expiry(&h, &third);
+    let host_new = coinorder::HostOrderQuery { status: Some(OrderStatus::New), ..Default::default() };
+    assert!(h.svc.host_orders(&host_new).expect("host list").is_empty());
 
     // A PENDING order short of its amount, past its deadline, is listed FAILED.
     let short = create_usd10(&h);

@@ -168,6 +168,11 @@ fn a_late_payments_confirmation_or_rejection_is_announced_too() {
     assert_eq!(rejected.order.order.status, OrderStatus::Paid, "news only: nothing moves by itself");
     // A duplicate settle says nothing again.
     assert!(h.svc.reject_payment("tx-late-2").expect("again").events.is_empty());
+    // A payment first seen on the order once PAID is excess, announced by nothing, and
+    // so is its confirmation.
+    tick(&h);
+    assert!(pay(&h, &o.id, "tx-excess", "1", false).events.is_empty());
+    assert!(h.svc.confirm_payment("tx-excess").expect("confirm").events.is_empty());
 }
 
 #[test]

@@ -43,8 +43,6 @@ const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often `serve` copies SQLite's write-ahead log into the database file, so that
 /// requests never do it.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
-/// How often `serve` asks the configured chains for payments to invoices' addresses.
-const CHAIN_INTERVAL: Duration = Duration::from_secs(15);
 /// How many webhooks (and e-mails) `serve` sends per batch.
 const DELIVERY_BATCH: usize = 100;
 /// How often `serve` looks for new events to log.
@@ -1670,7 +1668,7 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         .start_checkpoint_worker(CHECKPOINT_INTERVAL)
         .map_err(|e| format!("cannot start the checkpoint worker: {e}"))?;
     let chain_service = Arc::clone(&service);
-    let mut chain = coinorder::Worker::spawn("coinorder-chain", CHAIN_INTERVAL, move || {
+    let mut chain = coinorder::Worker::spawn("coinorder-chain", coinorder::CHAIN_WATCH_INTERVAL, move || {
         let report = chain_service.watch_chain_due()?;
         if !args.quiet && report.recorded + report.confirmed + report.rejected > 0 {
             log.chain(&report);

@@ -924,9 +924,14 @@ impl MerchantReads<'_, '_> {
         )?;
         let has_more = orders.len() > query.limit as usize;
         orders.truncate(query.limit as usize);
-        // Without a status filter the page's orders are the same whatever their states:
-        // only an open one on it can be shown out of date.
-        let could_be_stale = query.status.is_some() || orders.iter().any(|order| !order.status.is_terminal());
+        // Expiry moves NEW and PENDING orders to EXPIRED and FAILED: a filter on one of
+        // those four can be out of date; without a filter the page holds the same orders
+        // whatever their states, and only an open one on it can be shown out of date.
+        let could_be_stale = match query.status {
+            Some(OrderStatus::Paid | OrderStatus::Cancelled) => false,
+            Some(_) => true,
+            None => orders.iter().any(|order| !order.status.is_terminal()),
+        };
         let overdue = could_be_stale && self.db.any_order_due_for_expiry(merchant.environment, now.as_millis())?;
         Ok((OrderPage { orders, limit: query.limit, offset: query.offset, has_more }, overdue))
     }

@@ -38,6 +38,7 @@ impl Service {
 
     /// Orders of this service's environment of any merchant (or one, `user_id`), newest
     /// first: for the host's operators (`coinorder orders list`), not for merchants.
+    /// Orders past their deadline are moved first, as for [`Service::list_orders`].
     pub fn host_orders(&self, query: &crate::HostOrderQuery) -> Result<Vec<crate::Order>> {
         if query.limit == 0 || query.limit > crate::HOST_LIST_MAX_LIMIT {
             return Err(Error::invalid(
@@ -46,6 +47,12 @@ impl Service {
             ));
         }
         let since = query.since.map_or(i64::MIN, Timestamp::as_millis);
+        // As a merchant's list: no state, and no status filter, shows an order still
+        // open after its deadline.
+        let now = self.now();
+        if self.store.read(|db| db.any_order_due_for_expiry(self.environment(), now.as_millis()))? {
+            self.expire_due(now)?;
+        }
         self.store
             .read(|db| db.host_orders(self.environment(), query.user_id, query.status, since, i64::from(query.limit)))
     }
@@ -215,7 +222,7 @@ impl Service {
         let shown = |payment: &Payment| payment.counts || paid;
         let received = sum(payments, |p| shown(p) && p.state != PaymentState::Rejected)?;
         let receive_currency = if payments.iter().any(shown) { current.order.currency.clone() } else { String::new() };
-        let minor_units = money::fiat_minor_units("currency", &current.order.currency).unwrap_or(2);
+        let minor_units = money::stored_minor_units(&current.order.currency).unwrap_or(2);
         let receive_amount = received
             .checked_mul(current.invoice.rate)
             .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
@@ -384,10 +391,11 @@ impl Service {
             // payments was rejected): nothing moves by itself, so tell the merchant, who
             // may accept it with mark_paid. Like any late payment it changes nothing else.
             events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
-        } else if !payment.counts && (status != OrderStatus::Paid || current.order.marked_paid) {
+        } else if !payment.counts && (status != OrderStatus::Paid || announced_late(db, &payment)?) {
             // A late payment the merchant was told of (`order.paid_late`, state
             // unconfirmed) became final or was rejected: they may have accepted it with
             // mark_paid, or be about to, so the news goes out the same way, with its state.
+            // (One first seen on an order already PAID was excess, announced by nothing.)
             events.push(self.emit(db, &current, EventType::PaidLate, status, now, Some(&payment))?);
         }
         Ok(PaymentOutcome { payment, order: current, events, duplicate: false })
@@ -483,15 +491,28 @@ impl Service {
     /// that sweep (or in a host that runs none) it is moved first, here, as the sweep
     /// would move it, with its event. So no read ever shows an order still open after
     /// its deadline (DESIGN §6), whether or not anything sweeps.
+    ///
+    /// A PENDING order still waiting for a payment to confirm stays as it is (the sweep
+    /// leaves it too), found by a read, so that polling it never takes the writer. If
+    /// the write cannot be made now (the writer busy past its timeout), the order is
+    /// returned as read: the read itself did not fail, and the sweep moves it later.
     pub(crate) fn as_it_stands(&self, read: OrderWithInvoice, now: Timestamp) -> Result<OrderWithInvoice> {
         if read.order.status.is_terminal() || now < read.invoice.expired_at {
             return Ok(read);
         }
-        self.store.write(|db| {
-            let mut current = self.load_for_update(db, &read.order.order_id)?;
+        let order_id = read.order.order_id.clone();
+        if read.order.status == OrderStatus::Pending {
+            let payments = self.store.read(|db| db.payments_for_order(&order_id))?;
+            if payments.iter().any(|p| p.counts && p.state == PaymentState::Unconfirmed) {
+                return Ok(read);
+            }
+        }
+        let moved = self.store.write(|db| {
+            let mut current = self.load_for_update(db, &order_id)?;
             self.reevaluate(db, &mut current, now, false)?;
             Ok(current)
-        })
+        });
+        Ok(moved.unwrap_or(read))
     }
 
     /// A merchant's page of orders as it stands at `now`, from a page `read` with whether
@@ -717,4 +738,13 @@ impl Service {
             }
         }
     }
+}
+
+/// Whether an `order.paid_late` event of its order already named `payment`.
+fn announced_late(db: &Conn<'_>, payment: &Payment) -> Result<bool> {
+    let named = format!("\"txid\":{}", serde_json::Value::from(payment.txid.as_str()));
+    Ok(db
+        .events_for_order(&payment.order_id)?
+        .iter()
+        .any(|event| event.event_type == EventType::PaidLate && event.payload.contains(&named)))
 }

@@ -664,7 +664,7 @@ pub unsafe extern "C" fn coinorder_expire_due(
 /// Starts the background work `coinorder serve` runs, on threads of the service: the
 /// expiry sweep every `interval_ms` milliseconds (1 to 3600000), webhooks and
 /// payment-link e-mails as they come due (`batch` at a time, 1 to 10000), and the chain
-/// watcher when one is configured. [`coinorder_workers_stop`] stops them, and so does
+/// watcher every 15 s when one is configured. [`coinorder_workers_stop`] stops them, and so does
 /// [`coinorder_service_close`]. Workers already running are `PARAMETERS_MISSING`
 /// ("workers: already running").
 #[no_mangle]
@@ -692,7 +692,7 @@ pub unsafe extern "C" fn coinorder_workers_start(
         let mut started = vec![core.start_expiry_worker(every).map_err(cannot)?];
         started.push(core.start_delivery_worker(every, batch as usize).map_err(cannot)?);
         if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
-            started.push(core.start_chain_worker(every).map_err(cannot)?);
+            started.push(core.start_chain_worker(coinorder::CHAIN_WATCH_INTERVAL).map_err(cannot)?);
         }
         *workers = started;
         Ok(())

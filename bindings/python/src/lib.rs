@@ -821,9 +821,10 @@ impl Service {
     /// uses that requests could not write while the writer was busy are written first, so
     /// no `last_used_at` is lost.
     fn close(&self, py: Python<'_>) {
-        // The workers hold the service open: they stop first.
-        self.stop_workers(py);
+        // Closed first, so that no `start_workers` starts any after this; then the
+        // workers, which hold the service open, stop.
         let taken = self.inner.lock().ok().and_then(|mut guard| guard.take());
+        self.stop_workers(py);
         // The database closes when the last call in flight on another thread finishes.
         py.detach(move || drop(taken));
     }
@@ -1085,7 +1086,8 @@ impl Service {
 
     /// Starts the background work `coinorder serve` runs, on threads of the service: the
     /// expiry sweep every `interval` seconds, webhooks and payment-link e-mails as they
-    /// come due (`batch` at a time), and the chain watcher when one is configured.
+    /// come due (`batch` at a time), and the chain watcher every 15 s when one is
+    /// configured.
     /// `stop_workers()` (or `close()`) stops them. Raises `ValueError` when they run.
     #[pyo3(signature = (interval = None, batch = None), text_signature = "($self, interval=1.0, batch=100)")]
     fn start_workers(
@@ -1109,27 +1111,37 @@ impl Service {
         }
         let batch = usize::try_from(whole_arg(py, batch, "batch", 100, 1, 10_000)?).unwrap_or(100);
         let core = self.core()?;
-        let mut workers = self.workers.lock().map_err(|_| PyValueError::new_err("service is closed"))?;
-        if !workers.is_empty() {
-            return Err(PyValueError::new_err("workers are already running: stop_workers() first"));
-        }
         let every = std::time::Duration::from_secs_f64(seconds);
-        let started = py.detach(move || -> std::io::Result<Vec<coinorder::Worker>> {
-            let mut started = vec![core.start_expiry_worker(every)?, core.start_delivery_worker(every, batch)?];
-            if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
-                started.push(core.start_chain_worker(every)?);
+        let (inner, workers) = (&self.inner, &self.workers);
+        // The lock is only ever held with the GIL released: a thread holding it never
+        // waits for the GIL, so none waiting for it with the GIL can deadlock.
+        let outcome = py.detach(move || -> std::result::Result<(), String> {
+            let mut workers = workers.lock().map_err(|_| "service is closed".to_string())?;
+            if !workers.is_empty() {
+                return Err("workers are already running: stop_workers() first".into());
             }
-            Ok(started)
+            // `close()` may have run since `core()` above: then nothing starts.
+            if inner.lock().map_or(true, |service| service.is_none()) {
+                return Err("service is closed".into());
+            }
+            let cannot = |e: std::io::Error| format!("cannot start the workers: {e}");
+            let mut started = vec![core.start_expiry_worker(every).map_err(cannot)?];
+            started.push(core.start_delivery_worker(every, batch).map_err(cannot)?);
+            if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
+                started.push(core.start_chain_worker(coinorder::CHAIN_WATCH_INTERVAL).map_err(cannot)?);
+            }
+            *workers = started;
+            Ok(())
         });
-        *workers = started.map_err(|e| PyValueError::new_err(format!("cannot start the workers: {e}")))?;
-        Ok(())
+        outcome.map_err(PyValueError::new_err)
     }
 
     /// Stops the workers `start_workers` started, waiting for the webhooks and the
     /// e-mail already on their way; nothing when none run.
     fn stop_workers(&self, py: Python<'_>) {
-        let taken = self.workers.lock().map(|mut workers| std::mem::take(&mut *workers)).unwrap_or_default();
+        let workers = &self.workers;
         py.detach(move || {
+            let taken = workers.lock().map(|mut workers| std::mem::take(&mut *workers)).unwrap_or_default();
             for mut worker in taken {
                 worker.stop();
             }
@@ -1138,8 +1150,11 @@ impl Service {
 
     /// True while the workers `start_workers` started run.
     #[getter]
-    fn workers_running(&self) -> bool {
-        self.workers.lock().map(|workers| workers.iter().any(coinorder::Worker::is_running)).unwrap_or(false)
+    fn workers_running(&self, py: Python<'_>) -> bool {
+        let workers = &self.workers;
+        py.detach(move || {
+            workers.lock().map(|workers| workers.iter().any(coinorder::Worker::is_running)).unwrap_or(false)
+        })
     }
 
     /// Moves every order whose quote has run out (NEW → EXPIRED, PENDING short → FAILED).

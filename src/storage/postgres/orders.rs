@@ -3,6 +3,7 @@
 //! parameters. Invoices are a table of their own here (on SQLite they live in the
 //! order's row): PostgreSQL writes no log of pages per B-tree for it to save.
 
+use const_format::concatcp;
 use postgres::types::ToSql;
 
 use super::PgConn;
@@ -202,53 +203,19 @@ impl PgConn {
         Ok(())
     }
 
-    // A plain read: each order it names is then locked by `order_in_environment`.
     pub(crate) fn any_order_due_for_expiry(&self, environment: Environment, now: i64) -> Result<bool> {
-        self.query_one(
-            "SELECT CASE WHEN EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id
-                                      WHERE i.status = $1 AND i.expired_at <= $3 AND o.environment = $4)
-                           OR EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id
-                                      WHERE i.status = $2 AND i.expired_at <= $3 AND o.environment = $4
-                                        AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.order_id
-                                                        AND p.counts = 1 AND p.state = $5))
-                         THEN 1::BIGINT ELSE 0::BIGINT END",
-            &[
-                &OrderStatus::New.as_str(),
-                &OrderStatus::Pending.as_str(),
-                &now,
-                &environment.as_str(),
-                &PaymentState::Unconfirmed.as_str(),
-            ],
-            |row| Ok(row.int(0)? != 0),
-        )
+        let (new, pending, unconfirmed) =
+            (OrderStatus::New.as_str(), OrderStatus::Pending.as_str(), PaymentState::Unconfirmed.as_str());
+        self.query_one(ANY_DUE_FOR_EXPIRY, &[&new, &pending, &now, &environment.as_str(), &unconfirmed], |row| {
+            Ok(row.int(0)? != 0)
+        })
     }
 
+    // A plain read: each order it names is then locked by `order_in_environment`.
     pub(crate) fn orders_due_for_expiry(&self, environment: Environment, now: i64, limit: i64) -> Result<Vec<String>> {
-        self.query(
-            // One ordered index read per open status, merged (see the SQLite side).
-            "SELECT order_id FROM (
-                (SELECT o.order_id, i.expired_at FROM invoices i JOIN orders o ON o.order_id = i.order_id
-                 WHERE i.status = $1 AND i.expired_at <= $3 AND o.environment = $4
-                   AND NOT EXISTS (SELECT 1 FROM payments p
-                                   WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = $5)
-                 ORDER BY i.expired_at LIMIT $6)
-                UNION ALL
-                (SELECT o.order_id, i.expired_at FROM invoices i JOIN orders o ON o.order_id = i.order_id
-                 WHERE i.status = $2 AND i.expired_at <= $3 AND o.environment = $4
-                   AND NOT EXISTS (SELECT 1 FROM payments p
-                                   WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = $5)
-                 ORDER BY i.expired_at LIMIT $6)
-             ) due ORDER BY expired_at LIMIT $6",
-            &[
-                &OrderStatus::New.as_str(),
-                &OrderStatus::Pending.as_str(),
-                &now,
-                &environment.as_str(),
-                &PaymentState::Unconfirmed.as_str(),
-                &limit,
-            ],
-            rows::id,
-        )
+        let (new, pending, unconfirmed) =
+            (OrderStatus::New.as_str(), OrderStatus::Pending.as_str(), PaymentState::Unconfirmed.as_str());
+        self.query(DUE_FOR_EXPIRY, &[&new, &pending, &now, &environment.as_str(), &unconfirmed, &limit], rows::id)
     }
 
     // order_id is a lowercase hyphenated UUID, so its order is the same under any
@@ -311,3 +278,33 @@ impl PgConn {
         self.query(&sql, &params, rows::order)
     }
 }
+
+/// What makes an order due for the expiry sweep, its invoice's status ($1 NEW or $2
+/// PENDING) bound apart: its quote ran out by $3, in environment $4, and no payment it
+/// counts ($5: the unconfirmed state) still waits to confirm. Written once for
+/// [`DUE_FOR_EXPIRY`] and [`ANY_DUE_FOR_EXPIRY`].
+const DUE: &str = "i.expired_at <= $3 AND o.environment = $4
+                   AND NOT EXISTS (SELECT 1 FROM payments p
+                                   WHERE p.order_id = o.order_id AND p.counts = 1 AND p.state = $5)";
+
+/// The orders whose quote expired, oldest first: one ordered index read per open
+/// status, merged (see the SQLite side); $6 the batch.
+const DUE_FOR_EXPIRY: &str = concatcp!(
+    "SELECT order_id FROM (",
+    "(SELECT o.order_id, i.expired_at FROM invoices i JOIN orders o ON o.order_id = i.order_id WHERE i.status = $1 AND ",
+    DUE,
+    " ORDER BY i.expired_at LIMIT $6) UNION ALL ",
+    "(SELECT o.order_id, i.expired_at FROM invoices i JOIN orders o ON o.order_id = i.order_id WHERE i.status = $2 AND ",
+    DUE,
+    " ORDER BY i.expired_at LIMIT $6)",
+    ") due ORDER BY expired_at LIMIT $6"
+);
+
+/// Whether [`DUE_FOR_EXPIRY`] would find an order.
+const ANY_DUE_FOR_EXPIRY: &str = concatcp!(
+    "SELECT CASE WHEN EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id WHERE i.status = $1 AND ",
+    DUE,
+    ") OR EXISTS (SELECT 1 FROM invoices i JOIN orders o ON o.order_id = i.order_id WHERE i.status = $2 AND ",
+    DUE,
+    ") THEN 1::BIGINT ELSE 0::BIGINT END"
+);
