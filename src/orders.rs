@@ -253,6 +253,24 @@ pub fn callback_redirect_url(order: &Order) -> Option<String> {
 /// Checks an optional absolute http(s) URL of at most 2048 characters.
 pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
     let Some(text) = text else { return Ok(None) };
+    parsed_url(field, text)?;
+    Ok(Some(text.to_string()))
+}
+
+/// [`check_url`] for a URL the customer's browser is sent to (`callback_url`,
+/// `success_url`, `cancel_url`): the payment page shows it to anyone holding the order's
+/// link, so it may not carry a user name or password.
+fn check_browser_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
+    let Some(text) = text else { return Ok(None) };
+    let url = parsed_url(field, text)?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::invalid(field, "must not carry a user name or password (the customer's browser sees it)"));
+    }
+    Ok(Some(text.to_string()))
+}
+
+/// `text` checked as [`check_url`] describes, parsed.
+fn parsed_url(field: &str, text: &str) -> Result<url::Url> {
     if text.chars().count() > URL_MAX_CHARS {
         return Err(Error::invalid(field, format!("at most {URL_MAX_CHARS} characters")));
     }
@@ -278,23 +296,7 @@ pub(crate) fn check_url(field: &str, text: Option<&str>) -> Result<Option<String
     if !after_scheme.starts_with("://") || after_scheme[3..].starts_with('/') || text.contains('\\') {
         return Err(Error::invalid(field, "must be an absolute http(s) URL written as scheme://host/…"));
     }
-    Ok(Some(text.to_string()))
-}
-
-/// [`check_url`] for a URL the customer's browser is sent to (`callback_url`,
-/// `success_url`, `cancel_url`): the payment page shows it to anyone holding the order's
-/// link, so it may not carry a user name or password.
-fn check_browser_url(field: &str, text: Option<&str>) -> Result<Option<String>> {
-    let checked = check_url(field, text)?;
-    if let Some(url) = checked.as_deref().and_then(|text| url::Url::parse(text).ok()) {
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(Error::invalid(
-                field,
-                "must not carry a user name or password (the customer's browser sees it)",
-            ));
-        }
-    }
-    Ok(checked)
+    Ok(parsed)
 }
 
 fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {
