@@ -477,8 +477,9 @@ coinorder_status coinorder_send_due_emails(const struct coinorder_service *servi
  * `order.expired` / `order.failed` event. Run it every few seconds, like
  * [`coinorder_deliver_due`] (`coinorder serve` runs it every second), or let
  * [`coinorder_workers_start`] run both. A read of an order whose quote ran out moves it
- * first, so no read shows it open; an order nobody reads waits for a run, and so does
- * its `order.expired` webhook. `*report_json_out` gets the counts:
+ * first when the writer is free (a read never waits for a write); an order nobody reads
+ * waits for a run, and so does its `order.expired` webhook. `*report_json_out` gets the
+ * counts:
  * `{"expired","failed"}`.
  */
 coinorder_status coinorder_expire_due(const struct coinorder_service *service,
@@ -489,7 +490,7 @@ coinorder_status coinorder_expire_due(const struct coinorder_service *service,
  * Starts the background work `coinorder serve` runs, on threads of the service: the
  * expiry sweep every `interval_ms` milliseconds (1 to 3600000), webhooks and
  * payment-link e-mails as they come due (`batch` at a time, 1 to 10000), and the chain
- * watcher when one is configured. [`coinorder_workers_stop`] stops them, and so does
+ * watcher every 15 s when one is configured. [`coinorder_workers_stop`] stops them, and so does
  * [`coinorder_service_close`]. Workers already running are `PARAMETERS_MISSING`
  * ("workers: already running").
  */

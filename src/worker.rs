@@ -267,7 +267,63 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("panicked: {text}")
 }
 
+/// The background work `coinorder serve` runs, started together by
+/// [`Service::start_workers`] for a host that wants it in the background (the Python and
+/// C bindings' `start_workers`): the expiry sweep, webhooks and e-mails, and the chain
+/// watcher when one is configured. Stopped by [`ServiceWorkers::stop`] or on drop.
+///
+/// Fork-aware: in a child process forked after the start, where none of the threads
+/// exist, it reports nothing running and stopping it does nothing (joining threads of
+/// another process would fail).
+#[derive(Debug)]
+pub struct ServiceWorkers {
+    started_by: u32,
+    workers: Vec<Worker>,
+}
+
+impl ServiceWorkers {
+    /// True while any of the workers runs (in the process that started them).
+    pub fn is_running(&self) -> bool {
+        self.started_by == std::process::id() && self.workers.iter().any(Worker::is_running)
+    }
+
+    /// Stops every worker, waiting for the webhooks and the e-mail already on their way
+    /// ([`Worker::stop`]). Calling it again does nothing.
+    pub fn stop(&mut self) {
+        let workers = std::mem::take(&mut self.workers);
+        if self.started_by == std::process::id() {
+            for mut worker in workers {
+                worker.stop();
+            }
+        } else {
+            // A forked child: the threads were never here, and their handles cannot be
+            // joined or even dropped safely.
+            std::mem::forget(workers);
+        }
+    }
+}
+
+impl Drop for ServiceWorkers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 impl Service {
+    /// Starts [`ServiceWorkers`]: [`Service::start_expiry_worker`] every `interval`,
+    /// [`Service::start_delivery_worker`] every `interval` with `batch`, and, when a
+    /// chain is configured, [`Service::start_chain_worker`] every
+    /// [`CHAIN_WATCH_INTERVAL`], as `coinorder serve` runs them.
+    pub fn start_workers(self: &Arc<Self>, interval: Duration, batch: usize) -> std::io::Result<ServiceWorkers> {
+        let mut started = ServiceWorkers { started_by: std::process::id(), workers: Vec::new() };
+        started.workers.push(self.start_expiry_worker(interval)?);
+        started.workers.push(self.start_delivery_worker(interval, batch)?);
+        if self.config().bitcoin_watch.is_some() || self.config().ethereum_watch.is_some() {
+            started.workers.push(self.start_chain_worker(CHAIN_WATCH_INTERVAL)?);
+        }
+        Ok(started)
+    }
+
     /// Starts a background [`Worker`] (thread `coinorder-expiry`) that calls
     /// [`Service::expire_due`] with the configured clock's time now and then every
     /// `interval`. Failed runs (e.g. the database busy past its timeout) are counted on

@@ -864,7 +864,8 @@ impl Service {
     /// environment are reported as not found (`ORDER_NOT_VALID`).
     ///
     /// An open order whose quote ran out is moved (to EXPIRED or FAILED, with its event)
-    /// before it is returned, if no expiry sweep has moved it yet.
+    /// before it is returned, if no expiry sweep has moved it yet and the writer is free
+    /// (a read never waits for a write: busy, it returns the order as stored).
     pub fn get_order(&self, merchant: &Merchant, order_id: &str) -> Result<OrderWithInvoice> {
         self.check_merchant(merchant)?;
         let read = self.store.read(|db| MerchantReads { merchant, db }.get_order(order_id))?;
@@ -873,8 +874,9 @@ impl Service {
 
     /// A page of the merchant's orders, newest first (spec §4.3).
     ///
-    /// When an open order is past its deadline and no sweep has moved it yet, the sweep
-    /// runs first ([`Service::expire_due`]), so the page shows every order as it stands.
+    /// When an open order is past its deadline and no sweep has moved it yet, one batch
+    /// of the sweep runs first if the writer is free (a read never waits for a write), so
+    /// the page shows every order as it stands.
     pub fn list_orders(&self, merchant: &Merchant, query: &ListOrders) -> Result<OrderPage> {
         self.check_merchant(merchant)?;
         let now = self.now();

@@ -50,11 +50,14 @@ impl Service {
         // As a merchant's list: no state, and no status filter, shows an order still
         // open after its deadline.
         let now = self.now();
-        if self.store.read(|db| db.any_order_due_for_expiry(self.environment(), now.as_millis()))? {
-            self.expire_due(now)?;
-        }
-        self.store
-            .read(|db| db.host_orders(self.environment(), query.user_id, query.status, since, i64::from(query.limit)))
+        let read = || {
+            self.store.read(|db| {
+                let orders =
+                    db.host_orders(self.environment(), query.user_id, query.status, since, i64::from(query.limit))?;
+                Ok((orders, db.any_order_due_for_expiry(self.environment(), now.as_millis())?))
+            })
+        };
+        self.page_as_it_stands(now, read()?, || Ok(read()?.0))
     }
 
     /// Sandbox only, a test clock for expiry: every open (NEW, PENDING) invoice's quote
@@ -462,8 +465,7 @@ impl Service {
                     if done >= EXPIRY_MIN_BATCH && self.store.writer_wanted() {
                         return Ok((due.len(), changed, moved, true));
                     }
-                    let mut current = self.load_for_update(db, order_id)?;
-                    let events = self.reevaluate(db, &mut current, now, false)?;
+                    let events = self.expire_one(db, order_id, now)?;
                     changed += usize::from(!events.is_empty());
                     for event in events {
                         match event.status {
@@ -489,13 +491,14 @@ impl Service {
     /// `read` as it stands at `now`. An open order whose quote ran out is moved by the
     /// next expiry sweep ([`Service::expire_due`], the worker `serve` runs); read before
     /// that sweep (or in a host that runs none) it is moved first, here, as the sweep
-    /// would move it, with its event. So no read ever shows an order still open after
-    /// its deadline (DESIGN §6), whether or not anything sweeps.
+    /// would move it, with its event (DESIGN §6), so that a read does not show it still
+    /// open.
     ///
-    /// A PENDING order still waiting for a payment to confirm stays as it is (the sweep
-    /// leaves it too), found by a read, so that polling it never takes the writer. If
-    /// the write cannot be made now (the writer busy past its timeout), the order is
-    /// returned as read: the read itself did not fail, and the sweep moves it later.
+    /// Only when the writer is free right now: a read never waits for a write (another
+    /// process may hold the writer for long), so while one is in progress the order is
+    /// returned as read, and the sweep, or a later read, moves it. A PENDING order still
+    /// waiting for a payment to confirm stays as it is (the sweep leaves it too), found
+    /// by a read, so that polling it never takes the writer.
     pub(crate) fn as_it_stands(&self, read: OrderWithInvoice, now: Timestamp) -> Result<OrderWithInvoice> {
         if read.order.status.is_terminal() || now < read.invoice.expired_at {
             return Ok(read);
@@ -507,30 +510,54 @@ impl Service {
                 return Ok(read);
             }
         }
-        let moved = self.store.write(|db| {
+        let moved = self.store.try_write(|db| {
             let mut current = self.load_for_update(db, &order_id)?;
             self.reevaluate(db, &mut current, now, false)?;
             Ok(current)
         });
-        Ok(moved.unwrap_or(read))
+        Ok(match moved {
+            Ok(Some(current)) => current,
+            // Busy, or failed: the read did not, and the sweep moves the order later.
+            Ok(None) | Err(_) => read,
+        })
     }
 
-    /// A merchant's page of orders as it stands at `now`, from a page `read` with whether
-    /// any open order of the environment was past its deadline then (looked up in the
-    /// same snapshot). When one was, the sweep runs first and the page is read again
-    /// (`read_again`), so that no state, and no status filter, shows an order still open
-    /// after its deadline.
+    /// A page of orders as it stands at `now`, from a page `read` with whether any open
+    /// order of the environment was past its deadline then (looked up in the same
+    /// snapshot). When one was and the writer is free right now, one batch of the sweep
+    /// ([`EXPIRY_BATCH`] orders, oldest deadline first) runs first and the page is read
+    /// again (`read_again`), so that no state, and no status filter, shows an order still
+    /// open after its deadline. Otherwise, as for [`Service::as_it_stands`], the page is
+    /// returned as read: a read never waits for a write, nor pays for a whole backlog.
     pub(crate) fn page_as_it_stands<T>(
         &self,
         now: Timestamp,
         (page, overdue): (T, bool),
         read_again: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        if !overdue {
-            return Ok(page);
+        if overdue && self.sweep_once_if_free(now) {
+            read_again()
+        } else {
+            Ok(page)
         }
-        self.expire_due(now)?;
-        read_again()
+    }
+
+    /// One batch of [`Service::expire_due`] if the writer is free right now; true when
+    /// it ran.
+    fn sweep_once_if_free(&self, now: Timestamp) -> bool {
+        let swept = self.store.try_write(|db| {
+            for order_id in db.orders_due_for_expiry(self.environment(), now.as_millis(), EXPIRY_BATCH as i64)? {
+                self.expire_one(db, &order_id, now)?;
+            }
+            Ok(())
+        });
+        matches!(swept, Ok(Some(())))
+    }
+
+    /// Moves one order the sweep found due (inside its transaction); the events written.
+    fn expire_one(&self, db: &Conn<'_>, order_id: &str, now: Timestamp) -> Result<Vec<Event>> {
+        let mut current = self.load_for_update(db, order_id)?;
+        self.reevaluate(db, &mut current, now, false)
     }
 
     // ----- Rates -----

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import time
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -90,6 +91,30 @@ def test_service_unavailable_while_another_process_holds_the_write_lock(
             # Reads go on while the lock is held.
             assert svc.list_orders(merchant).orders == []
         svc.create_order(merchant, currency="USD", amount=1)
+
+
+def test_reads_of_overdue_orders_answer_while_another_process_holds_the_write_lock(
+    tmp_path: Path, hold_write_lock: Callable[[str], ContextManager[None]]
+) -> None:
+    # A read moves an overdue order only if the writer is free: it never waits for a
+    # write, nor fails for one it could not make. It shows the order as stored instead.
+    path = str(tmp_path / "overdue.db")
+    with coinorder.Service.open(path, invoice_ttl=1, busy_timeout_ms=20_000, rate_limit=0) as svc:
+        key = svc.create_key(1).plain_key
+        merchant = svc.authenticate(key)
+        order_id = svc.create_order(merchant, currency="USD", amount=1).order.order_id
+        time.sleep(1.2)
+        with hold_write_lock(path):
+            started = time.monotonic()
+            assert svc.get_order(merchant, order_id).order.status == "NEW"
+            assert [o.status for o in svc.list_orders(merchant, status="NEW").orders] == ["NEW"]
+            page = svc.handle("GET", f"/pay/status?id={order_id}")
+            assert (page.status, page.json()["status"]) == (200, "NEW")
+            listed = svc.handle("GET", "/v1/orders", {"x-api-key": key})
+            assert listed.status == 200, listed.body
+            assert time.monotonic() - started < 10, "a read waited for the writer"
+        # Free again: the next read moves it.
+        assert svc.get_order(merchant, order_id).order.status == "EXPIRED"
 
 
 def test_authentication_failed(svc: coinorder.Service) -> None:

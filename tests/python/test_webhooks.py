@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import http.server
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -239,3 +244,71 @@ def test_workers_send_webhooks_and_expire_orders_without_host_loops(db_path: str
         svc.start_workers()
     # close() stopped them.
     assert not svc.workers_running
+
+
+def test_dropping_a_service_with_workers_does_not_hold_the_interpreter(db_path: str) -> None:
+    # The receiver is a Python thread of this process: it needs the GIL to answer. A
+    # dropped (not closed) service must not wait for the webhook on its way while it
+    # holds the GIL, or the two wait for each other until the webhook times out (30 s).
+    answered = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            time.sleep(0.5)  # still answering when the service is dropped
+            self.send_response(204)
+            self.end_headers()
+            answered.set()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        svc = coinorder.Service.open(db_path, "sandbox", rate_limit=0, webhook_timeout_secs=30)
+        key = svc.create_key(1, webhook_url=f"http://127.0.0.1:{server.server_address[1]}/hooks")
+        merchant = svc.authenticate(key.plain_key)
+        svc.simulate(svc.create_order(merchant, currency="USD", amount=5).order.order_id, "pay")
+        svc.start_workers(interval=0.05)
+        deadline = time.monotonic() + 10
+        while svc.event_deliveries(svc.list_orders(merchant).orders[0].order_id)[0].attempts == 0:
+            assert time.monotonic() < deadline, "the worker never sent the webhook"
+            time.sleep(0.01)
+        started = time.monotonic()
+        del svc
+        gc.collect()
+        dropped_in = time.monotonic() - started
+        assert answered.wait(10), "the receiver could answer"
+        assert dropped_in < 15, f"the drop waited {dropped_in:.1f} s for the webhook's timeout"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_child_forked_after_start_workers_closes_and_exits_cleanly(db_path: str) -> None:
+    if sys.platform == "win32" or not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    script = textwrap.dedent(
+        """
+        import os, sys, coinorder
+        svc = coinorder.Service.open(sys.argv[1], "sandbox", rate_limit=0)
+        svc.start_workers(interval=0.05)
+        child = os.fork()
+        if child == 0:
+            # The workers' threads are the parent's: none runs here, and closing (or
+            # simply exiting) must not try to join them.
+            assert not svc.workers_running
+            svc.close()
+            sys.exit(0)
+        _, status = os.waitpid(child, 0)
+        assert svc.workers_running
+        svc.close()
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script, db_path], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "panic" not in done.stderr.lower(), done.stderr

@@ -43,7 +43,7 @@ const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_V
 pub struct coinorder_service {
     /// Started by [`coinorder_workers_start`]; declared first, so that they stop (and
     /// let go of the service) before the service itself closes.
-    workers: std::sync::Mutex<Vec<coinorder::Worker>>,
+    workers: std::sync::Mutex<Option<coinorder::ServiceWorkers>>,
     service: std::sync::Arc<Service>,
 }
 
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn coinorder_service_open(
         };
         let config = Config::from_options(&options)?;
         let service = Service::open(target, config)?;
-        let service = coinorder_service { workers: std::sync::Mutex::new(Vec::new()), service: Arc::new(service) };
+        let service = coinorder_service { workers: std::sync::Mutex::new(None), service: Arc::new(service) };
         out(service_out, "service_out", Box::into_raw(Box::new(service)))
     })
 }
@@ -644,8 +644,9 @@ pub unsafe extern "C" fn coinorder_send_due_emails(
 /// `order.expired` / `order.failed` event. Run it every few seconds, like
 /// [`coinorder_deliver_due`] (`coinorder serve` runs it every second), or let
 /// [`coinorder_workers_start`] run both. A read of an order whose quote ran out moves it
-/// first, so no read shows it open; an order nobody reads waits for a run, and so does
-/// its `order.expired` webhook. `*report_json_out` gets the counts:
+/// first when the writer is free (a read never waits for a write); an order nobody reads
+/// waits for a run, and so does its `order.expired` webhook. `*report_json_out` gets the
+/// counts:
 /// `{"expired","failed"}`.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_expire_due(
@@ -683,18 +684,15 @@ pub unsafe extern "C" fn coinorder_workers_start(
             return Err(coinorder::Error::invalid("batch", "must be from 1 to 10000").into());
         }
         let mut workers = handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !workers.is_empty() {
+        if workers.as_ref().is_some_and(coinorder::ServiceWorkers::is_running) {
             return Err(coinorder::Error::invalid("workers", "already running").into());
         }
         let every = std::time::Duration::from_millis(u64::from(interval_ms));
-        let core = &handle.service;
-        let cannot = |e: std::io::Error| coinorder::Error::invalid("workers", format!("cannot start a thread: {e}"));
-        let mut started = vec![core.start_expiry_worker(every).map_err(cannot)?];
-        started.push(core.start_delivery_worker(every, batch as usize).map_err(cannot)?);
-        if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
-            started.push(core.start_chain_worker(coinorder::CHAIN_WATCH_INTERVAL).map_err(cannot)?);
-        }
-        *workers = started;
+        let started = handle
+            .service
+            .start_workers(every, batch as usize)
+            .map_err(|e| coinorder::Error::invalid("workers", format!("cannot start a thread: {e}")))?;
+        *workers = Some(started);
         Ok(())
     })
 }
@@ -705,7 +703,7 @@ pub unsafe extern "C" fn coinorder_workers_start(
 pub unsafe extern "C" fn coinorder_workers_stop(service: *const coinorder_service) {
     if let Some(handle) = service.as_ref() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let taken = std::mem::take(&mut *handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            let taken = handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             drop(taken);
         }));
     }

@@ -764,7 +764,20 @@ pub struct Service {
     environment: Environment,
     /// The background workers `start_workers` started, stopped by `stop_workers` or
     /// `close`.
-    workers: Mutex<Vec<coinorder::Worker>>,
+    workers: Mutex<Option<coinorder::ServiceWorkers>>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // Dropped without close(): the interpreter holds the GIL here, and stopping waits
+        // for the webhooks on their way, which may need a Python thread of this process
+        // (a receiver in the same app). They stop on a thread of their own instead.
+        if let Some(workers) = self.workers.get_mut().ok().and_then(Option::take) {
+            let stopping = std::thread::Builder::new().name("coinorder-stopping".into());
+            // Should no thread start, they stop here after all.
+            let _ = stopping.spawn(move || drop(workers));
+        }
+    }
 }
 
 impl Service {
@@ -814,7 +827,7 @@ impl Service {
         let config = Config::from_options(&serde_json::Value::Object(config_options)).map_err(|e| to_py_err(py, &e))?;
         let environment = config.environment;
         let core = detached(py, move || Core::open(target, config))?;
-        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment, workers: Mutex::new(Vec::new()) })
+        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment, workers: Mutex::new(None) })
     }
 
     /// Closes the service; later calls raise `ValueError`. Calling it twice is fine. Key
@@ -1117,20 +1130,15 @@ impl Service {
         // waits for the GIL, so none waiting for it with the GIL can deadlock.
         let outcome = py.detach(move || -> std::result::Result<(), String> {
             let mut workers = workers.lock().map_err(|_| "service is closed".to_string())?;
-            if !workers.is_empty() {
+            if workers.as_ref().is_some_and(coinorder::ServiceWorkers::is_running) {
                 return Err("workers are already running: stop_workers() first".into());
             }
             // `close()` may have run since `core()` above: then nothing starts.
             if inner.lock().map_or(true, |service| service.is_none()) {
                 return Err("service is closed".into());
             }
-            let cannot = |e: std::io::Error| format!("cannot start the workers: {e}");
-            let mut started = vec![core.start_expiry_worker(every).map_err(cannot)?];
-            started.push(core.start_delivery_worker(every, batch).map_err(cannot)?);
-            if core.config().bitcoin_watch.is_some() || core.config().ethereum_watch.is_some() {
-                started.push(core.start_chain_worker(coinorder::CHAIN_WATCH_INTERVAL).map_err(cannot)?);
-            }
-            *workers = started;
+            let started = core.start_workers(every, batch).map_err(|e| format!("cannot start the workers: {e}"))?;
+            *workers = Some(started);
             Ok(())
         });
         outcome.map_err(PyValueError::new_err)
@@ -1141,10 +1149,8 @@ impl Service {
     fn stop_workers(&self, py: Python<'_>) {
         let workers = &self.workers;
         py.detach(move || {
-            let taken = workers.lock().map(|mut workers| std::mem::take(&mut *workers)).unwrap_or_default();
-            for mut worker in taken {
-                worker.stop();
-            }
+            let taken = workers.lock().ok().and_then(|mut workers| workers.take());
+            drop(taken);
         });
     }
 
@@ -1153,7 +1159,10 @@ impl Service {
     fn workers_running(&self, py: Python<'_>) -> bool {
         let workers = &self.workers;
         py.detach(move || {
-            workers.lock().map(|workers| workers.iter().any(coinorder::Worker::is_running)).unwrap_or(false)
+            workers
+                .lock()
+                .map(|workers| workers.as_ref().is_some_and(coinorder::ServiceWorkers::is_running))
+                .unwrap_or(false)
         })
     }
 

@@ -122,6 +122,9 @@ impl Deref for OpenSqlite {
 struct BackgroundCheckpoints {
     bell: Arc<LogBell>,
     thread: Option<JoinHandle<()>>,
+    /// The process the thread runs in: a child forked after the start has no such
+    /// thread, and joining its handle there would fail.
+    started_by: u32,
 }
 
 impl BackgroundCheckpoints {
@@ -141,15 +144,20 @@ impl BackgroundCheckpoints {
                 signal.runs.fetch_add(1, Ordering::SeqCst);
             }
         })?;
-        Ok(BackgroundCheckpoints { bell, thread: Some(thread) })
+        Ok(BackgroundCheckpoints { bell, thread: Some(thread), started_by: std::process::id() })
     }
 }
 
 impl Drop for BackgroundCheckpoints {
     fn drop(&mut self) {
         self.bell.stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        match self.thread.take() {
+            Some(thread) if self.started_by == std::process::id() => {
+                let _ = thread.join();
+            }
+            // A forked child's copy of the service: the thread is the parent's.
+            Some(thread) => std::mem::forget(thread),
+            None => {}
         }
     }
 }
