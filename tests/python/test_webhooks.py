@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import http.server
 import json
@@ -95,13 +96,16 @@ class Receiver:
     received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+@contextlib.contextmanager
+def receiving(answer_after: float = 0.0) -> Iterator[Receiver]:
+    """A local receiver that records every webhook and answers 204, `answer_after`
+    seconds later; stopped at the end of the block."""
     received: list[tuple[dict[str, str], bytes]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            time.sleep(answer_after)
             received.append(({name: value for name, value in self.headers.items()}, body))
             self.send_response(204)
             self.end_headers()
@@ -118,6 +122,12 @@ def receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as receiver:
+        yield receiver
 
 
 def test_a_delivered_webhook_verifies_with_the_keys_secret(svc: coinorder.Service, receiver: Receiver) -> None:
@@ -250,42 +260,26 @@ def test_dropping_a_service_with_workers_does_not_hold_the_interpreter(db_path: 
     # The receiver is a Python thread of this process: it needs the GIL to answer. A
     # dropped (not closed) service must not wait for the webhook on its way while it
     # holds the GIL, or the two wait for each other until the webhook times out (30 s).
-    answered = threading.Event()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
-            self.rfile.read(int(self.headers.get("content-length", "0")))
-            time.sleep(0.5)  # still answering when the service is dropped
-            self.send_response(204)
-            self.end_headers()
-            answered.set()
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with receiving(answer_after=0.5) as receiver:  # still answering when the service is dropped
         svc = coinorder.Service.open(db_path, "sandbox", rate_limit=0, webhook_timeout_secs=30)
-        key = svc.create_key(1, webhook_url=f"http://127.0.0.1:{server.server_address[1]}/hooks")
+        key = svc.create_key(1, webhook_url=receiver.url)
         merchant = svc.authenticate(key.plain_key)
-        svc.simulate(svc.create_order(merchant, currency="USD", amount=5).order.order_id, "pay")
+        order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+        svc.simulate(order_id, "pay")
         svc.start_workers(interval=0.05)
         deadline = time.monotonic() + 10
-        while svc.event_deliveries(svc.list_orders(merchant).orders[0].order_id)[0].attempts == 0:
+        while svc.event_deliveries(order_id)[0].attempts == 0:
             assert time.monotonic() < deadline, "the worker never sent the webhook"
             time.sleep(0.01)
         started = time.monotonic()
         del svc
         gc.collect()
         dropped_in = time.monotonic() - started
-        assert answered.wait(10), "the receiver could answer"
+        deadline = time.monotonic() + 10
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert receiver.received, "the receiver could answer"
         assert dropped_in < 15, f"the drop waited {dropped_in:.1f} s for the webhook's timeout"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def test_a_child_forked_after_start_workers_closes_and_exits_cleanly(db_path: str) -> None:
