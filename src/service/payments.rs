@@ -465,7 +465,7 @@ impl Service {
                     if done >= EXPIRY_MIN_BATCH && self.store.writer_wanted() {
                         return Ok((due.len(), changed, moved, true));
                     }
-                    let events = self.expire_one(db, order_id, now)?;
+                    let (_, events) = self.expire_one(db, order_id, now)?;
                     changed += usize::from(!events.is_empty());
                     for event in events {
                         match event.status {
@@ -510,13 +510,9 @@ impl Service {
                 return Ok(read);
             }
         }
-        let moved = self.store.try_write(|db| {
-            let mut current = self.load_for_update(db, &order_id)?;
-            self.reevaluate(db, &mut current, now, false)?;
-            Ok(current)
-        });
+        let moved = self.store.try_write(|db| self.expire_one(db, &order_id, now));
         Ok(match moved {
-            Ok(Some(current)) => current,
+            Ok(Some((current, _))) => current,
             // Busy, or failed: the read did not, and the sweep moves the order later.
             Ok(None) | Err(_) => read,
         })
@@ -554,10 +550,12 @@ impl Service {
         matches!(swept, Ok(Some(())))
     }
 
-    /// Moves one order the sweep found due (inside its transaction); the events written.
-    fn expire_one(&self, db: &Conn<'_>, order_id: &str, now: Timestamp) -> Result<Vec<Event>> {
+    /// Moves one order past its deadline as the sweep does (inside the caller's
+    /// transaction): the order as it is then, and the events written.
+    fn expire_one(&self, db: &Conn<'_>, order_id: &str, now: Timestamp) -> Result<(OrderWithInvoice, Vec<Event>)> {
         let mut current = self.load_for_update(db, order_id)?;
-        self.reevaluate(db, &mut current, now, false)
+        let events = self.reevaluate(db, &mut current, now, false)?;
+        Ok((current, events))
     }
 
     // ----- Rates -----
