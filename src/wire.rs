@@ -292,8 +292,9 @@ impl Service {
                 let now = self.now();
                 let (merchant, read) =
                     self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?, now))?;
-                let page =
-                    self.page_as_it_stands(now, read, || self.list_orders(&merchant, &parse_list_query(query)?))?;
+                let page = self.page_as_it_stands(now, read, || {
+                    Ok(self.list_read(&merchant, &parse_list_query(query)?, now)?.0)
+                })?;
                 return Ok(WireResponse::json_body(200, render::list_response_json(&page)));
             }
             // A create confirms a key it admitted before inside its own write.

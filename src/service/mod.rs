@@ -880,8 +880,20 @@ impl Service {
     pub fn list_orders(&self, merchant: &Merchant, query: &ListOrders) -> Result<OrderPage> {
         self.check_merchant(merchant)?;
         let now = self.now();
-        let read = || self.store.read(|db| MerchantReads { merchant, db }.list_orders(query, now));
-        self.page_as_it_stands(now, read()?, || Ok(read()?.0))
+        self.page_as_it_stands(now, self.list_read(merchant, query, now)?, || {
+            Ok(self.list_read(merchant, query, now)?.0)
+        })
+    }
+
+    /// One snapshot's page of [`MerchantReads::list_orders`], for a merchant already
+    /// checked (the re-read of [`Service::page_as_it_stands`]).
+    pub(crate) fn list_read(
+        &self,
+        merchant: &Merchant,
+        query: &ListOrders,
+        now: Timestamp,
+    ) -> Result<(OrderPage, bool)> {
+        self.store.read(|db| MerchantReads { merchant, db }.list_orders(query, now))
     }
 
     fn check_merchant(&self, merchant: &Merchant) -> Result<()> {
