@@ -4,6 +4,7 @@
 use crate::delivery::{Outbox, Outcome, Settled};
 use crate::error::Result;
 use crate::keys;
+use crate::orders::OrderStatus;
 use lettre::SmtpTransport;
 
 use super::Service;
@@ -46,22 +47,35 @@ impl Service {
                 break;
             };
             report.attempted += 1;
-            // A payment link for an order that is already paid, cancelled or expired would
-            // only ask the customer to pay again: it is dropped, not sent.
-            // One unreadable order costs its own e-mail a retry, not the whole run.
-            let status = self.order(&email.order_id).map(|order| order.order.status);
+            // A payment link for an order that is already paid, cancelled or expired, or
+            // whose quote ran out, would only ask the customer to pay again: it is
+            // dropped, not sent. The order is read as stored: moving it is the expiry
+            // sweep's work, not this sender's. One unreadable order costs its own e-mail a
+            // retry, not the whole run.
+            let stored = self.store.read(|db| db.order_in_environment(self.environment(), &email.order_id));
+            let status = stored.map(|order| match order {
+                Some(order) if order.order.status == OrderStatus::New && now >= order.invoice.expired_at => {
+                    Some(OrderStatus::Expired)
+                }
+                other => other.map(|order| order.order.status),
+            });
             // SMTP is spoken here, outside any transaction: the lease just taken keeps
             // every other sender off this e-mail for longer than the exchange can take.
             let outcome = match (&transport, status) {
                 (_, Err(error)) => {
                     Outcome::Retry { error: format!("cannot read the order: {error}"), retry_after: None }
                 }
-                (_, Ok(status)) if status.is_terminal() => Outcome::GiveUp(format!("not sent: the order is {status}")),
-                (Ok(transport), Ok(_)) => match send_one(transport, &smtp.from, &email) {
+                (_, Ok(None)) => Outcome::GiveUp("not sent: the order is gone".into()),
+                (_, Ok(Some(status))) if status.is_terminal() => {
+                    Outcome::GiveUp(format!("not sent: the order is {status}"))
+                }
+                (Ok(transport), Ok(Some(_))) => match send_one(transport, &smtp.from, &email) {
                     Ok(()) => Outcome::Sent,
                     Err(error) => Outcome::Retry { error, retry_after: None },
                 },
-                (Err(e), Ok(_)) => Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None },
+                (Err(e), Ok(Some(_))) => {
+                    Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None }
+                }
             };
             let result =
                 self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome, self.now());
