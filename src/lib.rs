@@ -100,7 +100,7 @@ pub use wallets::Wallet;
 pub use wire::{
     parse_create_order, parse_list_query, parse_simulate, JsonMembers, WireRequest, WireResponse, MAX_BODY_BYTES,
 };
-pub use worker::{ServiceWorkers, Worker, CHAIN_WATCH_INTERVAL};
+pub use worker::{ServiceWorkers, Worker, CHAIN_WATCH_INTERVAL, MAX_WORKER_BATCH, MAX_WORKER_INTERVAL};
 
 /// Compiles the README's Rust example as a doctest, so the README cannot drift from the API.
 #[doc = include_str!("../README.md")]

@@ -62,6 +62,12 @@ impl StopRequested {
 /// and new blocks come minutes apart.
 pub const CHAIN_WATCH_INTERVAL: Duration = Duration::from_secs(15);
 
+/// The longest interval the bindings' `start_workers` takes: an hour.
+pub const MAX_WORKER_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// The largest batch the bindings' `start_workers` takes.
+pub const MAX_WORKER_BATCH: usize = 10_000;
+
 thread_local! {
     /// On a worker's thread, the address of its [`Shared`] state; 0 elsewhere.
     static RUNNING_WORKER: Cell<usize> = const { Cell::new(0) };

@@ -677,11 +677,13 @@ pub unsafe extern "C" fn coinorder_workers_start(
 ) -> coinorder_status {
     guard(err, || {
         let handle = service.as_ref().ok_or_else(|| CallError::null("service"))?;
-        if !(1..=3_600_000).contains(&interval_ms) {
-            return Err(coinorder::Error::invalid("interval_ms", "must be from 1 to 3600000").into());
+        let max_ms = coinorder::MAX_WORKER_INTERVAL.as_millis();
+        if !(1..=max_ms).contains(&u128::from(interval_ms)) {
+            return Err(coinorder::Error::invalid("interval_ms", format!("must be from 1 to {max_ms}")).into());
         }
-        if !(1..=10_000).contains(&batch) {
-            return Err(coinorder::Error::invalid("batch", "must be from 1 to 10000").into());
+        let max_batch = coinorder::MAX_WORKER_BATCH;
+        if !(1..=max_batch).contains(&(batch as usize)) {
+            return Err(coinorder::Error::invalid("batch", format!("must be from 1 to {max_batch}")).into());
         }
         let mut workers = handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if workers.as_ref().is_some_and(coinorder::ServiceWorkers::is_running) {

@@ -1118,11 +1118,13 @@ impl Service {
                 value.extract::<f64>().map_err(|_| PyTypeError::new_err("interval: must be a number of seconds"))?
             }
         };
-        if !(seconds > 0.0 && seconds <= 3600.0) {
-            let rule = "must be more than 0 and at most 3600 seconds";
+        let max_seconds = coinorder::MAX_WORKER_INTERVAL.as_secs();
+        if !(seconds > 0.0 && seconds <= max_seconds as f64) {
+            let rule = format!("must be more than 0 and at most {max_seconds} seconds");
             return Err(to_py_err(py, &coinorder::Error::invalid("interval", rule)));
         }
-        let batch = usize::try_from(whole_arg(py, batch, "batch", 100, 1, 10_000)?).unwrap_or(100);
+        let max_batch = i64::try_from(coinorder::MAX_WORKER_BATCH).unwrap_or(i64::MAX);
+        let batch = usize::try_from(whole_arg(py, batch, "batch", 100, 1, max_batch)?).unwrap_or(100);
         let core = self.core()?;
         let every = std::time::Duration::from_secs_f64(seconds);
         let (inner, workers) = (&self.inner, &self.workers);
