@@ -202,6 +202,11 @@ fn check_merchant_order_id(id: &str) -> Result<&str> {
     if id.chars().any(|c| c.is_control() || c.is_whitespace() && c != ' ' || is_invisible_format_char(c)) {
         return Err(Error::invalid("merchant_order_id", "must contain only printable characters"));
     }
+    // "cart-7 " would be another order than "cart-7", and "   " no reference at all:
+    // both are slips in the merchant's code, refused rather than stored.
+    if id.starts_with(' ') || id.ends_with(' ') {
+        return Err(Error::invalid("merchant_order_id", "must not begin or end with a space"));
+    }
     Ok(id)
 }
 
@@ -586,6 +591,10 @@ mod tests {
             assert!(check_merchant_order_id(bad).is_err(), "{bad:?} accepted");
         }
         assert!(check_merchant_order_id(&"x".repeat(128)).is_ok());
+        for padded in [" ", "   ", " cart-7", "cart-7 "] {
+            let refused = check_merchant_order_id(padded).expect_err(padded);
+            assert_eq!(refused.to_string(), "merchant_order_id: must not begin or end with a space", "{padded:?}");
+        }
         assert!(check_merchant_order_id(&"x".repeat(129)).is_err());
     }
 }

@@ -255,10 +255,10 @@ impl Service {
     }
 
     fn handle_inner(&self, request: &WireRequest) -> Result<WireResponse> {
-        let (path, query) = match request.path.split_once('?') {
-            Some((path, query)) => (path, query),
-            None => (request.path.as_str(), ""),
-        };
+        // A fragment is the client's own (browsers never send one); a host that passes
+        // the raw target on gets the answer an HTTP server gives without it.
+        let target = request.path.split_once('#').map_or(request.path.as_str(), |(target, _)| target);
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
         // Upper-cased, as hosts hand over what they got; copied only when it is not
         // upper case already.
         let method = match request.method.bytes().any(|byte| byte.is_ascii_lowercase()) {
@@ -473,6 +473,9 @@ fn parse_object(body: &[u8]) -> Result<Members> {
     if body.len() > MAX_BODY_BYTES {
         return Err(body_too_large());
     }
+    // A byte order mark some Windows tools write first: RFC 8259 §8.1 lets a parser
+    // ignore it, and nothing else in the body changes meaning for it.
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     serde_json::from_slice::<JsonMembers>(body).map(Members::from).map_err(|error| {
         // JSON that is not an object is told so; text that is not JSON at all is told
         // where it stops being JSON (a lone surrogate escape, a missing quote...).

@@ -926,3 +926,41 @@ fn a_method_in_any_case_is_the_same_method() {
     let refused = h.svc.handle(&WireRequest::new("delete", &format!("/v1/orders/{id}")).header("x-api-key", &h.key));
     assert_eq!(refused.status, 404, "{}", text(&refused));
 }
+
+#[test]
+fn a_byte_order_mark_before_the_body_is_ignored_and_a_fragment_is_not_part_of_the_path() {
+    let h = harness();
+    let mut body = b"\xEF\xBB\xBF".to_vec();
+    body.extend_from_slice(br#"{"currency":"USD","amount":"12.50","merchant_order_id":"bom-1"}"#);
+    let resp = h.post_raw(body);
+    assert_eq!(resp.status, 201, "{}", text(&resp));
+    let created = resp.json();
+    assert_eq!(created["data"]["amount"].to_string(), "12.5");
+    // Only a leading mark: one anywhere else is not JSON.
+    let resp =
+        h.post_raw(br#"{"currency":"USD","amount":1}"#.iter().chain(b"\xEF\xBB\xBF").copied().collect::<Vec<u8>>());
+    assert_invalid(&resp, "body");
+
+    let order_id = order_id_of(&created);
+    for path in [format!("/v1/orders/{order_id}#top"), format!("/v1/orders/{order_id}#")] {
+        let resp = h.get(&path);
+        assert_eq!(resp.status, 200, "{path}: {}", text(&resp));
+        assert_eq!(string(&resp.json()["order"], "order_id"), order_id);
+    }
+    let resp = h.get("/v1/orders?limit=1#page");
+    assert_eq!(resp.status, 200, "{}", text(&resp));
+    assert_eq!(resp.json()["orders"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_merchant_order_id_padded_with_spaces_is_refused() {
+    let h = harness();
+    for id in [" ", "   ", "cart-7 ", " cart-7"] {
+        let resp = h.post(&json!({"currency": "USD", "amount": 5, "merchant_order_id": id}));
+        let message = assert_invalid(&resp, "merchant_order_id");
+        assert_eq!(message, "merchant_order_id: must not begin or end with a space", "{id:?}");
+    }
+    // A space inside is part of the reference.
+    let resp = h.post(&json!({"currency": "USD", "amount": 5, "merchant_order_id": "cart 7"}));
+    assert_eq!(resp.status, 201, "{}", text(&resp));
+}
