@@ -60,7 +60,9 @@ impl Clock for ManualClock {
 pub struct RateLimit {
     /// Tokens added per second; 0 turns the limit off.
     pub per_second: u32,
-    /// Most tokens the bucket holds (the largest burst allowed).
+    /// Most tokens the bucket holds (the largest burst allowed). The clock counts
+    /// milliseconds, so a burst below one millisecond's refill (`per_second / 1000`,
+    /// rounded up) counts as that many.
     pub burst: u32,
 }
 

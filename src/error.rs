@@ -78,8 +78,9 @@ pub enum ErrorKind {
     /// Simulation exists in the sandbox only.
     #[error("simulation is available in the sandbox only")]
     SandboxOnly,
-    /// No API key with that id exists.
-    #[error("api key {0:?} not found")]
+    /// No API key with that id exists. A plain key given instead of an id is held as
+    /// its hint (`test_…wxyz`), never in full.
+    #[error("api key {0:?} not found{note}", note = crate::keys::plain_key_note(.0))]
     KeyNotFound(String),
     /// No event with that id exists in this environment (spec-style `EVENT_NOT_FOUND`).
     #[error("event_id: no event {0:?}")]

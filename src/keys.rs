@@ -150,6 +150,16 @@ pub struct Merchant {
     pub environment: Environment,
 }
 
+/// What a merchant account id (`user_id`) must be, for every surface's refusal: the
+/// host's own account ids, never negative (they must fit a signed 64-bit column).
+pub const USER_ID_RULE: &str = "an integer from 0 to 9223372036854775807";
+
+/// The refusal of a `user_id` outside [`USER_ID_RULE`], or of none at all.
+pub fn user_id_refused(missing: bool) -> crate::Error {
+    let rule = if missing { format!("required; {USER_ID_RULE}") } else { format!("must be {USER_ID_RULE}") };
+    crate::Error::invalid("user_id", rule)
+}
+
 /// `len` random base62 characters from the operating system's RNG: for secrets (API keys).
 /// Each character is its own `getrandom` call, which is fine for something made rarely.
 pub(crate) fn random_base62(len: usize) -> String {
@@ -229,6 +239,30 @@ pub(crate) fn hide_keys_in(text: &str) -> std::borrow::Cow<'_, str> {
     }
     shown.push_str(rest);
     std::borrow::Cow::Owned(shown)
+}
+
+/// The refusal of a key id that names no key. A plain key passed where its id belongs
+/// (an easy slip: both are strings) is shown only as its [`key_hint`], so the secret
+/// never reaches an error message or the log it lands in.
+pub(crate) fn key_not_found(id: &str) -> crate::Error {
+    let shown = match looks_like_plain_key(id) {
+        true => key_hint(id),
+        false => id.to_string(),
+    };
+    crate::Error::new(crate::ErrorKind::KeyNotFound(shown))
+}
+
+/// True when `text` begins as a plain key does (`test_` or `prod_`), well-formed or not.
+pub(crate) fn looks_like_plain_key(text: &str) -> bool {
+    [Environment::Sandbox, Environment::Live].iter().any(|env| text.starts_with(env.key_prefix()))
+}
+
+/// What a "key not found" message adds when the id given was a plain key.
+pub(crate) fn plain_key_note(shown_id: &str) -> &'static str {
+    match looks_like_plain_key(shown_id) {
+        true => " (that is a plain key: pass the key's id, `key_…`, as `keys list` shows it)",
+        false => "",
+    }
 }
 
 /// Constant-time equality of two key hashes.

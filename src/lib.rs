@@ -74,7 +74,9 @@ pub use config::{
 pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt, RESPONSE_EXCERPT_BYTES};
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
-pub use keys::{ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS};
+pub use keys::{
+    user_id_refused, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS, USER_ID_RULE,
+};
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};
 /// The exact decimal type of every amount and rate (rust_decimal's), so a host needs no

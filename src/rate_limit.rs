@@ -59,8 +59,11 @@ impl<K: Hash + Eq> RateLimiter<K> {
         if self.limit.per_second == 0 {
             return Ok(());
         }
-        let capacity = i64::from(self.limit.burst.max(1)) * 1000;
         let per_ms = i64::from(self.limit.per_second);
+        // The clock counts whole milliseconds, so requests within one millisecond see no
+        // refill: a bucket smaller than one millisecond's tokens would cap the rate at
+        // 1000 × burst per second, below the rate configured.
+        let capacity = i64::from(self.limit.burst.max(1)).max((per_ms + 999) / 1000) * 1000;
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !buckets.contains_key(key_id) {
             if !consume {
@@ -108,6 +111,22 @@ const MAX_BUCKETS: usize = 10_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_above_a_thousand_bursts_a_second_is_honoured_by_a_millisecond_clock() {
+        // 5,000 a second with a burst of 1: five tokens come due every millisecond.
+        let limiter = RateLimiter::new(RateLimit { per_second: 5_000, burst: 1 });
+        let mut granted = 0;
+        for ms in 0..1_000 {
+            while limiter.try_acquire("k", ms).is_ok() {
+                granted += 1;
+            }
+        }
+        assert_eq!(granted, 5_000, "one second of requests as fast as they come");
+        // A rate within a thousand bursts a second keeps its burst exactly.
+        let limiter = RateLimiter::new(RateLimit { per_second: 100, burst: 3 });
+        assert_eq!((0..10).filter(|_| limiter.try_acquire("k", 0).is_ok()).count(), 3);
+    }
 
     #[test]
     fn bucket_trips_and_refills() {

@@ -177,11 +177,18 @@ fn invalid_input_is_reported() {
         &["keys", "create", "--env", "sandbox"],
         &["keys", "create", "--user-id", "one", "--env", "sandbox"],
         &["serve", "--env", "sandbox", "--threads", "0"],
+        &["serve", "--env", "sandbox", "--rate-burst", "0"],
         &["frobnicate"],
     ] {
         let output = run(dir, args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
     }
+
+    // A burst of 0 in the settings file is refused as the library refuses it, not run
+    // as a burst of 1.
+    std::fs::write(dir.join("no-burst.toml"), "[server]\nrate_burst = 0\n").expect("write config");
+    let message = run_fails(dir, &["--config", "no-burst.toml", "serve", "--addr", "127.0.0.1:0"]);
+    assert!(message.contains("rate_burst: must be a whole number from 1 to 4294967295"), "{message}");
 
     // A database path that cannot be created.
     let output = run(dir, &["--db", "no/such/dir/x.db", "keys", "list"]);

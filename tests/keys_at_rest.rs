@@ -196,6 +196,36 @@ fn debug_output_hides_a_webhook_urls_credentials_and_a_requests_key() {
 }
 
 #[test]
+fn a_plain_key_passed_where_its_id_belongs_is_never_echoed_in_the_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(T0_MS));
+    let svc = Service::open(db_path(&dir), config(Environment::Sandbox, &clock)).expect("open");
+    let new = NewApiKey { user_id: 3, environment: Environment::Sandbox, webhook_url: None };
+    let plain = svc.create_key(new).expect("create key").plain_key.expose().to_string();
+    let attempts: Vec<(&str, coinorder::Error)> = vec![
+        ("get_key", svc.get_key(&plain).expect_err("no key has that id")),
+        ("activate_key", svc.activate_key(&plain).expect_err("no key has that id")),
+        ("deactivate_key", svc.deactivate_key(&plain).expect_err("no key has that id")),
+        ("set_key_webhook_url", svc.set_key_webhook_url(&plain, None).expect_err("no key has that id")),
+        ("delete_key", svc.delete_key(&plain).expect_err("no key has that id")),
+        ("rotate_key_webhook_secret", svc.rotate_key_webhook_secret(&plain).expect_err("no key has that id")),
+    ];
+    let tail = &plain[plain.len() - 4..];
+    for (call, error) in attempts {
+        let shown = format!("{error} {error:?} {}", error.public_message());
+        assert_eq!(error.error_code(), "KEY_NOT_FOUND", "{call}");
+        assert!(!shown.contains(&plain[5..]), "{call} echoes the plain key: {shown}");
+        assert!(
+            error.to_string().starts_with(&format!("api key \"test_…{tail}\" not found (that is a plain key")),
+            "{call}: {error}"
+        );
+    }
+    // An id that is not a plain key is named as given.
+    let unknown = svc.get_key("key_nothere").expect_err("unknown id");
+    assert_eq!(unknown.to_string(), "api key \"key_nothere\" not found");
+}
+
+#[test]
 fn debug_and_json_renderings_do_not_reveal_secrets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(T0_MS));

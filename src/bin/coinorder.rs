@@ -677,8 +677,9 @@ struct ServeArgs {
     /// Requests per second allowed per API key; 0 turns the limit off. Default 100.
     #[arg(long, value_name = "N")]
     rate_limit: Option<u32>,
-    /// Largest burst of requests allowed per API key. Default: the --rate-limit value.
-    #[arg(long, value_name = "N")]
+    /// Largest burst of requests allowed per API key (1 or more). Default: the
+    /// --rate-limit value.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     rate_burst: Option<u32>,
     /// Threads answering reads (GET, the payment page) concurrently; writes have threads
     /// of their own (`write_threads` in [limits], default 32). Default 8.
@@ -1586,6 +1587,10 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         .or_else(|| settings.payment_page_url.clone())
         .unwrap_or_else(|| format!("http://{}/pay", reachable(addr)));
     let rate_burst = args.rate_burst.or(settings.rate_burst);
+    if rate_burst == Some(0) {
+        // As the library refuses it: a bucket that holds nothing cannot let anything by.
+        return Err("rate_burst: must be a whole number from 1 to 4294967295".to_string());
+    }
     if let Some(per_second) = args.rate_limit.or(settings.rate_limit) {
         config.rate_limit = if per_second == 0 {
             RateLimit::OFF

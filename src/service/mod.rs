@@ -300,7 +300,7 @@ impl Service {
     /// the service's own). The plain key and signing secret are returned only here.
     pub fn create_key(&self, new: NewApiKey) -> Result<CreatedApiKey> {
         if new.user_id < 0 {
-            return Err(Error::invalid("user_id", "must be a non-negative integer"));
+            return Err(keys::user_id_refused(false));
         }
         let webhook_url = orders::check_url("webhook_url", new.webhook_url.as_deref())?;
         if let Some(url) = &webhook_url {
@@ -335,15 +335,12 @@ impl Service {
 
     /// One key by id.
     pub fn get_key(&self, id: &str) -> Result<ApiKey> {
-        self.store
-            .read(|db| db.key_by_id(id))?
-            .map(|row| row.key)
-            .ok_or_else(|| Error::new(ErrorKind::KeyNotFound(id.to_string())))
+        self.store.read(|db| db.key_by_id(id))?.map(|row| row.key).ok_or_else(|| keys::key_not_found(id))
     }
 
     fn update_key(&self, id: &str, change: impl Fn(&crate::storage::Conn<'_>) -> Result<bool>) -> Result<ApiKey> {
         if !self.store.write(|db| change(db))? {
-            return Err(Error::new(ErrorKind::KeyNotFound(id.to_string())));
+            return Err(keys::key_not_found(id));
         }
         self.get_key(id)
     }
@@ -405,16 +402,13 @@ impl Service {
         if self.store.write(|db| db.delete_key(id, now))? {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::KeyNotFound(id.to_string())))
+            Err(keys::key_not_found(id))
         }
     }
 
     /// The key's current webhook signing secret (`whsec_...`).
     pub fn key_webhook_secret(&self, id: &str) -> Result<SecretString> {
-        let row = self
-            .store
-            .read(|db| db.key_by_id(id))?
-            .ok_or_else(|| Error::new(ErrorKind::KeyNotFound(id.to_string())))?;
+        let row = self.store.read(|db| db.key_by_id(id))?.ok_or_else(|| keys::key_not_found(id))?;
         self.secrets.open(&row.webhook_secret_enc)
     }
 
@@ -425,7 +419,7 @@ impl Service {
         if self.store.write(|db| db.set_key_webhook_secret(id, &sealed))? {
             Ok(secret)
         } else {
-            Err(Error::new(ErrorKind::KeyNotFound(id.to_string())))
+            Err(keys::key_not_found(id))
         }
     }
 

@@ -537,11 +537,18 @@ static void test_key_create(void) {
     EXPECT_BAD_JSON(coinorder_key_create(fx.svc, "{user_id:1}", &out, &err), "request_json");
     EXPECT_JSON_SHAPE(coinorder_key_create(fx.svc, "[1]", &out, &err), "request_json: must be a JSON object");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{}", &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: required; an integer");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "user_id: required; an integer from 0 to 9223372036854775807");
+    EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":null}", &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "user_id: required; an integer from 0 to 9223372036854775807");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":\"1\"}", &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: required; an integer");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: must be an integer from 0 to 9223372036854775807");
+    EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":9223372036854775808}", &out, &err),
+                 "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "user_id: must be an integer from 0 to 9223372036854775807");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":-1}", &out, &err), "PARAMETERS_MISSING",
-                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: must be a non-negative integer");
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: must be an integer from 0 to 9223372036854775807");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":1,\"webhook_url\":5}", &out, &err),
                  "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
                  "webhook_url: must be a string or null");

@@ -220,8 +220,9 @@ def test_an_option_value_the_service_cannot_use_is_the_options_fault(
 def test_int_arguments_out_of_range_name_the_argument(svc: coinorder.Service) -> None:
     merchant = svc.authenticate(svc.create_key(user_id=1).plain_key)
     calls: list[tuple[Callable[[], object], str]] = [
-        (lambda: svc.create_key(user_id=2**63), "user_id: must be a whole number from 0 to"),
-        (lambda: svc.create_key(user_id=-1), "user_id: must be a whole number from 0 to"),
+        (lambda: svc.create_key(user_id=-1), "user_id: must be an integer from 0 to 9223372036854775807"),
+        (lambda: svc.create_key(user_id=2**63), "user_id: must be an integer from 0 to 9223372036854775807"),
+        (lambda: svc.create_key(user_id=None), "user_id: required; an integer from 0 to 9223372036854775807"),  # type: ignore[arg-type]
         (lambda: svc.deliver_due(limit=-1), "limit: must be a whole number from 0 to"),
         (lambda: svc.send_due_emails(limit=2**64), "limit: must be a whole number from 0 to"),
         (lambda: svc.list_orders(merchant, offset=2**63), "offset: "),

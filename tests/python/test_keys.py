@@ -96,6 +96,17 @@ def test_negative_user_id_is_refused(svc: coinorder.Service) -> None:
     assert "user_id" in caught.value.message
 
 
+def test_no_user_id_is_refused_and_never_taken_for_account_0(svc: coinorder.Service) -> None:
+    # A host whose account lookup came back empty must not get a key that shares
+    # account 0's orders.
+    with pytest.raises(coinorder.ParametersMissing) as caught:
+        svc.create_key(user_id=None)  # type: ignore[arg-type]
+    assert caught.value.message == "user_id: required; an integer from 0 to 9223372036854775807"
+    assert svc.list_keys() == []
+    with pytest.raises(TypeError, match="user_id: must be an int"):
+        svc.create_key(user_id=1.0)  # type: ignore[arg-type]
+
+
 def test_rotate_the_webhook_secret(svc: coinorder.Service) -> None:
     created = svc.create_key(1)
     new_secret = svc.rotate_key_webhook_secret(created.key.id)

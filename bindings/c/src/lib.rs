@@ -231,10 +231,10 @@ pub unsafe extern "C" fn coinorder_key_create(
         need(key_json_out, "key_json_out")?;
         let service = service_ref(service)?;
         let request = json_object(text(request_json, "request_json")?, "request_json")?;
-        let user_id = request
-            .get("user_id")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| coinorder::Error::invalid("user_id", "required; an integer"))?;
+        let user_id = match request.get("user_id") {
+            None | Some(Value::Null) => return Err(coinorder::user_id_refused(true).into()),
+            Some(value) => value.as_i64().ok_or_else(|| coinorder::user_id_refused(false))?,
+        };
         let webhook_url = match request.get("webhook_url") {
             None | Some(Value::Null) => None,
             Some(Value::String(url)) => Some(url.clone()),

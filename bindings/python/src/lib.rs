@@ -875,7 +875,15 @@ impl Service {
         user_id: &Bound<'_, PyAny>,
         webhook_url: Option<String>,
     ) -> PyResult<CreatedKey> {
-        let user_id = whole_arg(py, Some(user_id), "user_id", 0, 0, i64::MAX)?;
+        // `None` is no account at all: refused, never taken as account 0.
+        if user_id.is_none() {
+            return Err(to_py_err(py, &coinorder::user_id_refused(true)));
+        }
+        if !user_id.is_instance_of::<PyInt>() || user_id.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err("user_id: must be an int"));
+        }
+        // Out of range either way round: the core's one rule and message.
+        let user_id = user_id.extract::<i64>().map_err(|_| to_py_err(py, &coinorder::user_id_refused(false)))?;
         let core = self.core()?;
         let environment = self.environment;
         let created = detached(py, move || core.create_key(NewApiKey { user_id, environment, webhook_url }))?;
