@@ -10,13 +10,14 @@
 //! Outbox claims add `FOR UPDATE SKIP LOCKED`, so concurrent deliverers take different
 //! messages instead of failing each other's transactions.
 //!
-//! Connections come from an r2d2 pool; TLS goes through rustls (`sslmode` from the URL;
-//! loopback servers usually run without TLS, `sslmode=require` insists on it).
+//! Connections come from an r2d2 pool; TLS goes through rustls, with libpq's meanings of
+//! the URL's `sslmode` and `sslrootcert` (`tls.rs`).
 
 mod delivery;
 mod keys;
 mod orders;
 mod payments;
+mod tls;
 mod wallets;
 
 use std::cell::RefCell;
@@ -160,18 +161,12 @@ impl Drop for PgStore {
 impl PgStore {
     /// Connects to the server at `url` and brings its schema up to date.
     pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<PgStore> {
-        let config: postgres::Config = url.parse().map_err(|e| {
+        let target = tls::tls_target(url)?;
+        let config: postgres::Config = target.url.parse().map_err(|e| {
             Error::new(ErrorKind::Config(format!("not a PostgreSQL URL (postgres://user@host:port/database): {e}")))
         })?;
         let server = describe(&config);
-        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-        let tls =
-            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| Error::new(ErrorKind::Config(format!("TLS setup for PostgreSQL: {e}"))))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-        let manager = Manager(PostgresConnectionManager::new(config, MakeRustlsConnect::new(tls)));
+        let manager = Manager(PostgresConnectionManager::new(config, MakeRustlsConnect::new(target.config)));
         // One connection first, straight away: a wrong host, role or database name is
         // reported at once with the server's own reason, not after the pool's timeout.
         r2d2::ManageConnection::connect(&manager).map_err(|e| {

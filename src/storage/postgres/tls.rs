@@ -1,0 +1,285 @@
+//! TLS to PostgreSQL, with the meanings libpq gives `sslmode` and `sslrootcert`, so a
+//! URL written for `psql` or a managed database's documentation works unchanged.
+//!
+//! tokio-postgres itself knows only `disable`, `prefer` and `require`, and verifies
+//! nothing: verification is the connector's. This module reads both parameters out of
+//! the URL, hands tokio-postgres the mode it knows, and builds the rustls configuration
+//! that does what the URL asked:
+//!
+//! | `sslmode` | TLS | certificate checked |
+//! |---|---|---|
+//! | `disable` | never | - |
+//! | `allow`, `prefer` (the default) | when the server offers it | nothing |
+//! | `require` | always | with `sslrootcert` given, the chain (as `verify-ca`); else nothing |
+//! | `verify-ca` | always | the chain, against `sslrootcert` (else the public roots) |
+//! | `verify-full` | always | the chain and the host name |
+//!
+//! `sslrootcert` is a PEM file of CA certificates, or `system` for the public roots
+//! bundled with the library (webpki-roots). Without a root file libpq cannot verify at
+//! all; the public roots are this library's default for `verify-*`, which is what a
+//! managed server with a publicly trusted certificate needs.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// What the URL's `sslmode` asks of the server's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Encrypt, check nothing (libpq's `prefer`, and `require` without a root file).
+    Nothing,
+    /// The chain must lead to a trusted root; any host name.
+    Chain,
+    /// The chain, and the certificate must name the host connected to.
+    ChainAndHost,
+}
+
+/// A PostgreSQL URL made ready to connect: the URL as tokio-postgres reads it, and the
+/// TLS configuration its `sslmode` and `sslrootcert` call for.
+pub(super) struct TlsTarget {
+    /// The URL without `sslrootcert`, its `sslmode` one tokio-postgres knows.
+    pub(super) url: String,
+    /// The rustls client configuration for the connector.
+    pub(super) config: ClientConfig,
+}
+
+/// Reads `sslmode` and `sslrootcert` out of `url` (libpq's meanings, see the module).
+pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept: Vec<&str> = Vec::new();
+    let mut mode: Option<String> = None;
+    let mut root_file: Option<String> = None;
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = decoded(value)?;
+        match decoded(name)?.as_str() {
+            "sslmode" => mode = Some(value),
+            "sslrootcert" => root_file = Some(value),
+            // Every other parameter goes to tokio-postgres exactly as written.
+            _ => kept.push(pair),
+        }
+    }
+    let (wire_mode, check) = match mode.as_deref().unwrap_or("prefer") {
+        "disable" => ("disable", Check::Nothing),
+        // libpq's `allow` tries without TLS first; tokio-postgres cannot, so it prefers.
+        "allow" | "prefer" => ("prefer", Check::Nothing),
+        "require" => ("require", if root_file.is_some() { Check::Chain } else { Check::Nothing }),
+        "verify-ca" => ("require", Check::Chain),
+        "verify-full" => ("require", Check::ChainAndHost),
+        other => {
+            return Err(config_error(format!(
+                "sslmode: must be disable, allow, prefer, require, verify-ca or verify-full, not {other:?}"
+            )))
+        }
+    };
+    kept.push(match wire_mode {
+        "disable" => "sslmode=disable",
+        "require" => "sslmode=require",
+        _ => "sslmode=prefer",
+    });
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| config_error(format!("TLS setup for PostgreSQL: {e}")))?;
+    // A root file named is read even where it is not used (`prefer`), so a wrong path is
+    // found when the service opens, not when the URL's mode is changed.
+    let named_roots = root_file.as_deref().map(|file| trusted_roots(Some(file))).transpose()?;
+    let roots = || match named_roots.clone() {
+        Some(roots) => Ok(roots),
+        None => trusted_roots(None),
+    };
+    let config = match check {
+        Check::Nothing => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(EncryptOnly { provider }))
+            .with_no_client_auth(),
+        Check::Chain => {
+            let roots = Arc::new(roots()?);
+            let full = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| config_error(format!("TLS setup for PostgreSQL: {e}")))?;
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(ChainOnly { full })).with_no_client_auth()
+        }
+        Check::ChainAndHost => builder.with_root_certificates(roots()?).with_no_client_auth(),
+    };
+    Ok(TlsTarget { url: format!("{base}?{}", kept.join("&")), config })
+}
+
+/// A URL component with its `%XX` escapes decoded (no `+` for space: libpq has none).
+fn decoded(text: &str) -> Result<String> {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .map(|text| text.into_owned())
+        .map_err(|_| config_error("not a PostgreSQL URL: a parameter is not UTF-8 once decoded".to_string()))
+}
+
+/// The roots certificates are checked against: the PEM file `sslrootcert` names, or the
+/// public roots for none or `system`.
+fn trusted_roots(root_file: Option<&str>) -> Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    match root_file {
+        None | Some("system") => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        Some(path) => {
+            let unreadable = |reason: String| config_error(format!("sslrootcert {path}: {reason}"));
+            let certificates = CertificateDer::pem_file_iter(path)
+                .map_err(|e| unreadable(e.to_string()))?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| unreadable(e.to_string()))?;
+            if certificates.is_empty() {
+                return Err(unreadable("holds no PEM certificate".to_string()));
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|e| unreadable(format!("not a usable CA certificate: {e}")))?;
+            }
+        }
+    }
+    Ok(roots)
+}
+
+fn config_error(message: String) -> Error {
+    Error::new(ErrorKind::Config(message))
+}
+
+/// Accepts any certificate, as libpq does for `prefer`, and for `require` without a
+/// root file: the connection is encrypted against a passive listener, not against a man in
+/// the middle (for that, `verify-full`). The handshake's signatures are still checked,
+/// so the server must hold the key of the certificate it shows.
+#[derive(Debug)]
+struct EncryptOnly {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the full check, except that the certificate need not name the host.
+#[derive(Debug)]
+struct ChainOnly {
+    full: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        // The name is checked last, after the chain: failing only there means the chain
+        // is good.
+        match self.full.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            outcome => outcome,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.full.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.full.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.full.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslmode_and_sslrootcert_are_read_out_and_the_rest_is_kept_as_written() {
+        let target = tls_target("postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=verify-full")
+            .expect("a good URL");
+        assert_eq!(target.url, "postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=require");
+        assert_eq!(tls_target("postgres://db/shop").expect("no query").url, "postgres://db/shop?sslmode=prefer");
+        assert_eq!(
+            tls_target("postgres://db/shop?sslmode=disable").expect("disable").url,
+            "postgres://db/shop?sslmode=disable"
+        );
+        assert_eq!(
+            tls_target("postgres://db/shop?sslmode=allow").expect("allow").url,
+            "postgres://db/shop?sslmode=prefer"
+        );
+        assert_eq!(
+            tls_target("postgres://db/shop?sslrootcert=system&sslmode=verify-ca").expect("system roots").url,
+            "postgres://db/shop?sslmode=require"
+        );
+    }
+
+    #[test]
+    fn a_mode_libpq_does_not_know_or_an_unreadable_root_file_is_a_clear_error() {
+        let wrong = tls_target("postgres://db/shop?sslmode=verify").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            wrong.contains("sslmode: must be disable, allow, prefer, require, verify-ca or verify-full"),
+            "{wrong}"
+        );
+        let missing = tls_target("postgres://db/shop?sslmode=verify-full&sslrootcert=/no/such/ca.pem")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(missing.contains("sslrootcert /no/such/ca.pem: "), "{missing}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").expect("write");
+        let url = format!("postgres://db/shop?sslrootcert={}", empty.display());
+        let message = tls_target(&url).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("holds no PEM certificate"), "{message}");
+    }
+}
