@@ -146,8 +146,11 @@ pub(crate) fn base_units(amount: Decimal, decimals: u32) -> Option<String> {
     Some(format!("{mantissa}{}", "0".repeat(zeros)))
 }
 
-/// A fake, testnet-style address for a sandbox invoice: a BTC/LTC bech32-looking `tb1q…`
-/// / `tltc1q…`, otherwise a `0x…` hex address. Never valid on a main network.
+/// A fake, testnet-style address for a sandbox invoice, in the coin's own form: a
+/// bech32-looking `tb1q…` (BTC) or `tltc1q…` (LTC), a TRON `T…` (base58check of 0x41 and
+/// 20 bytes), a Solana base58 public key, otherwise (ether and its tokens) a `0x…` hex
+/// address. The bech32 ones are never valid on a main network; no key behind any of
+/// them is known.
 pub fn sandbox_address(invoice_id: &str, currency: &str) -> String {
     let digest = Sha256::digest(format!("coinorder-sandbox:{invoice_id}:{currency}").as_bytes());
     const BECH32: &[u8] = b"qpzry9x8gf2tvdw0s3jn54khce6mua7l";
@@ -158,6 +161,12 @@ pub fn sandbox_address(invoice_id: &str, currency: &str) -> String {
             let prefix = if currency == "BTC" { "tb1q" } else { "tltc1q" };
             format!("{prefix}{body}")
         }
+        "TRX" => {
+            let mut payload = vec![0x41];
+            payload.extend_from_slice(&digest[..20]);
+            bitcoin::base58::encode_check(&payload)
+        }
+        "SOL" => bitcoin::base58::encode(&digest),
         _ => {
             format!("0x{}", digest[..20].to_lower_hex_string())
         }
@@ -191,6 +200,22 @@ mod tests {
         assert_eq!(eth, "0xf62403c601d5f3994516c5b698fab9e6a62c5e7b");
         assert_eq!(payment_uri("BTC", &btc, Decimal::new(150, 2)), format!("bitcoin:{btc}?amount=1.5"));
         assert_eq!(default_address(Environment::Live, "inv-1", "BTC"), None);
+    }
+
+    #[test]
+    fn sandbox_addresses_of_tron_and_solana_have_their_chains_own_form() {
+        // Not `0x…`: a wallet app of either chain would refuse that as no address at all.
+        let tron = sandbox_address("inv-1", "TRX");
+        assert!(tron.starts_with('T') && tron.len() == 34, "{tron}");
+        let decoded = bitcoin::base58::decode_check(&tron).expect("base58check");
+        assert_eq!((decoded.len(), decoded[0]), (21, 0x41), "{tron}");
+        let solana = sandbox_address("inv-1", "SOL");
+        let key = bitcoin::base58::decode(&solana).expect("base58");
+        assert_eq!(key.len(), 32, "{solana}");
+        assert_ne!(solana, sandbox_address("inv-2", "SOL"));
+        assert_eq!(payment_uri("SOL", &solana, dec("1.5")), format!("solana:{solana}?amount=1.5"));
+        let ltc = sandbox_address("inv-1", "LTC");
+        assert!(ltc.starts_with("tltc1q"), "{ltc}");
     }
 
     #[test]

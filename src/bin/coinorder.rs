@@ -257,8 +257,8 @@ enum EventsCommand {
 /// How a listing command prints its rows.
 #[derive(Debug, Args)]
 struct OutputArgs {
-    /// `json` (the default, for scripts: an array of objects) or `table` (aligned
-    /// columns for people).
+    /// `json` (the default, for scripts: an array of objects; `events tail`, which
+    /// never ends, one object per line) or `table` (aligned columns for people).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Json)]
     format: Format,
 }
@@ -266,7 +266,7 @@ struct OutputArgs {
 /// `--format` of the listing commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
-    /// An array of JSON objects.
+    /// An array of JSON objects (`events tail`: one object per line).
     Json,
     /// Aligned columns, one row per line, with a header.
     Table,

@@ -376,7 +376,7 @@ pub unsafe extern "C" fn coinorder_key_delete(
     guard(err, || Ok(service_ref(service)?.delete_key(text(key_id, "key_id")?)?))
 }
 
-/// Creates an order (spec §4.1) for the merchant whose `api_key` is given.
+/// Creates an order (`POST /v1/orders`, docs/api.md) for the merchant whose `api_key` is given.
 /// `request_json` is the body of `POST /v1/orders`, e.g.
 /// `{"currency":"USD","amount":19.99,"merchant_order_id":"cart-7"}`.
 ///
@@ -404,7 +404,7 @@ pub unsafe extern "C" fn coinorder_order_create(
     })
 }
 
-/// Reads an order with its invoice (spec §4.2). `*order_json_out` gets the 200 body:
+/// Reads an order with its invoice (`GET /v1/orders/{order_id}`, docs/api.md). `*order_json_out` gets the 200 body:
 /// `{"status":200,"order":{...},"invoice":{...}}`. An order that does not exist, or is
 /// another merchant's, fails with `ORDER_NOT_VALID` (http status 400).
 #[no_mangle]
@@ -423,7 +423,7 @@ pub unsafe extern "C" fn coinorder_order_get(
     })
 }
 
-/// Lists the merchant's orders, newest first (spec §4.3). `query_json` is NULL for the
+/// Lists the merchant's orders, newest first (`GET /v1/orders`, docs/api.md). `query_json` is NULL for the
 /// defaults or an object with any of `status` (e.g. `"NEW"`), `limit` (1 to 50, default
 /// 10) and `offset`. `*orders_json_out` gets the 200 body:
 /// `{"status":200,"orders":[...],"limit":10,"offset":0,"has_more":false}`.
