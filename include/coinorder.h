@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 5
+#define COINORDER_ABI_VERSION 6
 
 /**
  * `PARAMETERS_MISSING`
@@ -315,6 +315,19 @@ coinorder_status coinorder_key_rotate_webhook_secret(const struct coinorder_serv
                                                      const char *key_id,
                                                      char **secret_out,
                                                      struct coinorder_error **err);
+
+/**
+ * Like `coinorder_key_rotate_webhook_secret`, while the old secret goes on signing for
+ * `keep_old_secs` seconds (at most 2592000, 30 days; 0 is the hard cut): until then
+ * every delivery carries both signatures (`webhook-signature: v1,<new> v1,<old>`), so
+ * the receiver can switch secrets at its own pace. More is `PARAMETERS_MISSING`
+ * ("keep_old_for: at most 2592000 seconds (30 days)").
+ */
+coinorder_status coinorder_key_rotate_webhook_secret_keeping_old(const struct coinorder_service *service,
+                                                                 const char *key_id,
+                                                                 uint64_t keep_old_secs,
+                                                                 char **secret_out,
+                                                                 struct coinorder_error **err);
 
 /**
  * Deletes a key for good: its requests fail with `Unauthorized` from now on.

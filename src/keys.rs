@@ -150,6 +150,12 @@ pub struct Merchant {
     pub environment: Environment,
 }
 
+/// The longest a replaced webhook secret may go on signing beside its successor
+/// ([`Service::rotate_key_webhook_secret_keeping_old`](crate::Service::rotate_key_webhook_secret_keeping_old)):
+/// 30 days, time enough for any receiver's deployment, short enough that a secret
+/// thought retired does not sign for long.
+pub const MAX_SECRET_OVERLAP: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
 /// What a merchant account id (`user_id`) must be, for every surface's refusal: the
 /// host's own account ids, never negative (they must fit a signed 64-bit column).
 pub const USER_ID_RULE: &str = "an integer from 0 to 9223372036854775807";

@@ -58,6 +58,20 @@ pub fn sign(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> Result<S
     Ok(format!("v1,{}", BASE64.encode(digest)))
 }
 
+/// The `webhook-signature` header value signed by each of `secrets`, space-separated
+/// (`v1,<a> v1,<b>`), as Standard Webhooks sends it while a secret is being rotated: a
+/// receiver that knows any one of them accepts the message.
+pub fn sign_with_each<S: AsRef<str>>(
+    secrets: &[S],
+    msg_id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> Result<String, VerifyError> {
+    let signatures =
+        secrets.iter().map(|secret| sign(secret.as_ref(), msg_id, timestamp, body)).collect::<Result<Vec<_>, _>>()?;
+    Ok(signatures.join(" "))
+}
+
 /// Verifies a received webhook: the headers' id, timestamp and signature against the
 /// exact body bytes, at `now` (Unix seconds).
 ///

@@ -1324,6 +1324,21 @@ fn webhooks_and_emails_commands_print_json() {
     let hits = receiver.hits();
     assert_eq!(hits.len(), 3);
     assert_signed(&hits[2], new_secret);
+    assert_eq!(rotated["old_secret_signs_until"], Value::Null, "no overlap asked for");
+
+    // Rotating with --keep-old-for: the next delivery verifies with either secret.
+    let kept = run_json(dir, &["keys", "rotate-secret", key_id, "--keep-old-for", "600"]);
+    let newest = kept["webhook_secret"].as_str().expect("new secret");
+    let until = kept["old_secret_signs_until"].as_str().expect("until when the old one signs");
+    assert!(until.ends_with('Z') && until.len() == 24, "{kept}");
+    run_json(dir, &["webhooks", "redeliver", &event_id]);
+    assert_eq!(run_json(dir, &["webhooks", "deliver"])["webhooks"]["delivered"], json!(1));
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 4);
+    assert_signed(&hits[3], newest);
+    assert_signed(&hits[3], new_secret);
+    let message = run_fails(dir, &["keys", "rotate-secret", key_id, "--keep-old-for", "2592001"]);
+    assert!(message.contains("keep_old_for: at most 2592000 seconds (30 days)"), "{message}");
 
     // E-mails: `emails send` needs SMTP; with it the e-mail of an open order goes out,
     // and the link to the order already paid is dropped, not sent.

@@ -533,6 +533,107 @@ fn after_rotating_the_secret_deliveries_verify_with_the_new_secret_only() {
     }
 }
 
+#[test]
+fn a_rotation_that_keeps_the_old_secret_signs_with_both_and_the_standard_library_takes_either() {
+    let rx = Receiver::start();
+    let env = real(|_| {});
+    let old = env.secret();
+    let keep = Duration::from_secs(3600);
+    let new = env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), keep).expect("rotate").expose().to_string();
+    assert_ne!(new, old);
+    assert_eq!(env.secret(), new, "the new secret is the key's from now on");
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(1, WAIT).remove(0);
+    let header = request.header("webhook-signature").expect("signed").to_string();
+    assert_eq!(header.split(' ').filter(|part| part.starts_with("v1,")).count(), 2, "{header}");
+    for (which, secret) in [("new", &new), ("old", &old)] {
+        assert_eq!(our_verify(secret, &request, env.now_secs()), Ok(()), "ours, with the {which} secret");
+        python_verify(secret, &request).unwrap_or_else(|e| panic!("standardwebhooks, with the {which} secret: {e}"));
+    }
+    let stranger = "whsec_c3RyYW5nZXItc2VjcmV0LTMyLWJ5dGVzLWxvbmctb2s=";
+    assert!(python_verify(stranger, &request).is_err(), "any secret at all verifies");
+}
+
+#[test]
+fn the_old_secret_stops_signing_when_its_time_is_up_or_at_the_next_rotation() {
+    let rx = Receiver::start();
+    let env = manual(|_| {});
+    let first = env.secret();
+    let second = env
+        .svc
+        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
+        .expect("rotate")
+        .expose()
+        .to_string();
+    let (_, event) = env.paid_order(Some(&rx.url()));
+    let verifies = |secret: &str, request: &Recorded| our_verify(secret, request, env.now_secs()).is_ok();
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(1, WAIT).remove(0);
+    assert!(verifies(&first, &request) && verifies(&second, &request));
+
+    // 60 s later the first secret no longer signs: a redelivery carries one signature.
+    env.advance(60_000);
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(2, WAIT).remove(1);
+    assert_eq!(request.header("webhook-signature").map(|h| h.split(' ').count()), Some(1));
+    assert!(verifies(&second, &request) && !verifies(&first, &request));
+
+    // Two rotations in a row: only the secret the last one replaced goes on signing.
+    let third = env
+        .svc
+        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
+        .expect("rotate")
+        .expose()
+        .to_string();
+    let fourth = env
+        .svc
+        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
+        .expect("rotate")
+        .expose()
+        .to_string();
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(3, WAIT).remove(2);
+    assert!(verifies(&fourth, &request) && verifies(&third, &request));
+    assert!(!verifies(&second, &request), "an older secret still signs");
+
+    // A rotation without overlap ends the one before at once.
+    let fifth = env.svc.rotate_key_webhook_secret(env.key_id()).expect("rotate").expose().to_string();
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(4, WAIT).remove(3);
+    assert!(verifies(&fifth, &request) && !verifies(&fourth, &request));
+
+    // Deleting the key ends an overlap too: its orders are signed with its last secret.
+    let sixth = env
+        .svc
+        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
+        .expect("rotate")
+        .expose()
+        .to_string();
+    env.svc.delete_key(env.key_id()).expect("delete");
+    env.svc.redeliver(&event.event_id).expect("redeliver");
+    deliver_all(&env, &[&event.order_id]);
+    let request = rx.wait_for(5, WAIT).remove(4);
+    assert!(verifies(&sixth, &request) && !verifies(&fifth, &request));
+}
+
+#[test]
+fn an_overlap_longer_than_thirty_days_is_refused_naming_it() {
+    let env = manual(|_| {});
+    let before = env.secret();
+    let too_long = coinorder::MAX_SECRET_OVERLAP + Duration::from_secs(1);
+    let error = env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), too_long).expect_err("over 30 days");
+    assert_eq!(error.error_code(), "PARAMETERS_MISSING");
+    assert_eq!(error.to_string(), "keep_old_for: at most 2592000 seconds (30 days)");
+    assert_eq!(env.secret(), before, "nothing rotated");
+    env.svc
+        .rotate_key_webhook_secret_keeping_old(env.key_id(), coinorder::MAX_SECRET_OVERLAP)
+        .expect("30 days is fine");
+}
+
 // ----- Live mode and private targets -----
 
 #[test]

@@ -657,10 +657,16 @@ enum KeysCommand {
     /// `webhook_secret` (shown this once; update the merchant's receiver with it).
     ///
     /// Webhooks sent from now on are signed with the new secret, also retries of
-    /// earlier events.
+    /// earlier events. With --keep-old-for, the old secret signs them as well until
+    /// then (`webhook-signature: v1,<new> v1,<old>`), so the receiver can switch at its
+    /// own pace; the output's `old_secret_signs_until` says when that ends.
     RotateSecret {
         /// The key's id (`key_...`), as shown by `keys list`.
         id: String,
+        /// Seconds the old secret goes on signing beside the new one (at most 2592000,
+        /// 30 days). Default 0: it stops at once, as for a secret that leaked.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        keep_old_for: u64,
     },
 }
 
@@ -1486,10 +1492,15 @@ fn keys(ctx: &Ctx, command: KeysCommand) -> CliResult<()> {
         KeysCommand::ClearWebhook { id } => key_json(ctx, &id, service.set_key_webhook_url(&id, None))?,
         KeysCommand::SetName { id, name } => key_json(ctx, &id, service.set_key_display_name(&id, Some(&name)))?,
         KeysCommand::ClearName { id } => key_json(ctx, &id, service.set_key_display_name(&id, None))?,
-        KeysCommand::RotateSecret { id } => {
-            let secret = service.rotate_key_webhook_secret(&id).map_err(|e| ctx.explain(e, &id))?;
+        KeysCommand::RotateSecret { id, keep_old_for } => {
+            let keep = Duration::from_secs(keep_old_for);
+            let secret = service.rotate_key_webhook_secret_keeping_old(&id, keep).map_err(|e| ctx.explain(e, &id))?;
             let mut value = key_json(ctx, &id, service.get_key(&id))?;
             value["webhook_secret"] = Value::from(secret.expose());
+            value["old_secret_signs_until"] = match keep_old_for {
+                0 => Value::Null,
+                _ => Value::from(service.now().plus_ms(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX)).to_iso()),
+            };
             value
         }
     };

@@ -414,9 +414,38 @@ impl Service {
 
     /// Replaces the key's webhook signing secret and returns the new one.
     pub fn rotate_key_webhook_secret(&self, id: &str) -> Result<SecretString> {
+        self.rotate_key_webhook_secret_keeping_old(id, std::time::Duration::ZERO)
+    }
+
+    /// Gives a key a new webhook signing secret, as
+    /// [`Service::rotate_key_webhook_secret`], while the replaced one goes on signing
+    /// for `keep_old_for` (at most [`keys::MAX_SECRET_OVERLAP`]): until then every
+    /// delivery, retries of earlier events too, carries two signatures
+    /// (`webhook-signature: v1,<new> v1,<old>`), so a receiver still checking with the old
+    /// secret accepts them, and one switched to the new secret does as well. A zero
+    /// `keep_old_for` is the hard cut. Another rotation ends the overlap of the one
+    /// before (only the secret it replaces can go on signing), and deleting the key
+    /// ends it too.
+    pub fn rotate_key_webhook_secret_keeping_old(
+        &self,
+        id: &str,
+        keep_old_for: std::time::Duration,
+    ) -> Result<SecretString> {
+        if keep_old_for > keys::MAX_SECRET_OVERLAP {
+            return Err(Error::invalid(
+                "keep_old_for",
+                format!("at most {} seconds (30 days)", keys::MAX_SECRET_OVERLAP.as_secs()),
+            ));
+        }
+        let keep_previous_until = match keep_old_for.is_zero() {
+            true => None,
+            false => {
+                Some(self.now().as_millis().saturating_add(i64::try_from(keep_old_for.as_millis()).unwrap_or(i64::MAX)))
+            }
+        };
         let secret = keys::generate_webhook_secret();
         let sealed = self.secrets.seal(&secret)?;
-        if self.store.write(|db| db.set_key_webhook_secret(id, &sealed))? {
+        if self.store.write(|db| db.set_key_webhook_secret(id, &sealed, keep_previous_until))? {
             Ok(secret)
         } else {
             Err(keys::key_not_found(id))

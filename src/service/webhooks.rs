@@ -4,7 +4,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::signature;
-use crate::storage::{AttemptResult, ClaimedEvent};
+use crate::storage::{AttemptResult, ClaimedEvent, SigningKey};
 use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex};
@@ -18,9 +18,9 @@ use crate::delivery::*;
 /// A leased event, ready to send.
 struct Job {
     claimed: ClaimedEvent,
-    /// The URL and signing secret; `Ok(None)` when there is no URL, `Err` when they could
-    /// not be read.
-    target: std::result::Result<Option<(String, crate::SecretString)>, String>,
+    /// The URL and signing secrets (the current one first); `Ok(None)` when there is no
+    /// URL, `Err` when they could not be read.
+    target: std::result::Result<Option<(String, Vec<crate::SecretString>)>, String>,
 }
 
 impl Service {
@@ -160,17 +160,29 @@ impl Service {
     }
 
     /// The order's webhook URL, else its key's (read now, at dispatch), with the key's
-    /// signing secret; a deleted key's last URL and secret still serve its orders.
+    /// signing secrets; a deleted key's last URL and secret still serve its orders.
     /// `None` when there is no URL.
-    fn webhook_target(&self, claimed: &ClaimedEvent) -> Result<Option<(String, crate::SecretString)>> {
-        let Some((key_url, sealed_secret)) = self.store.read(|db| db.signing_key(&claimed.key_id))? else {
+    fn webhook_target(&self, claimed: &ClaimedEvent) -> Result<Option<(String, Vec<crate::SecretString>)>> {
+        let Some(key) = self.store.read(|db| db.signing_key(&claimed.key_id))? else {
             return Ok(None);
         };
-        let Some(url) = claimed.order_webhook_url.clone().or(key_url) else {
+        let Some(url) = claimed.order_webhook_url.clone().or_else(|| key.webhook_url.clone()) else {
             return Ok(None);
         };
-        let secret = self.secrets.open(&sealed_secret)?;
-        Ok(Some((url, secret)))
+        Ok(Some((url, self.signing_secrets(&key)?)))
+    }
+
+    /// What a key's webhooks are signed with now: its current secret, then the one a
+    /// rotation replaced while that one still signs too
+    /// ([`Service::rotate_key_webhook_secret_keeping_old`]).
+    fn signing_secrets(&self, key: &SigningKey) -> Result<Vec<crate::SecretString>> {
+        let mut secrets = vec![self.secrets.open(&key.sealed_secret)?];
+        if let Some((sealed, until_ms)) = &key.previous {
+            if self.now().as_millis() < *until_ms {
+                secrets.push(self.secrets.open(sealed)?);
+            }
+        }
+        Ok(secrets)
     }
 
     /// Milliseconds to wait after failed attempt number `attempt` (jittered, unless a
@@ -318,15 +330,16 @@ impl Service {
     /// (`coinorder events tail --forward-to`). An error when that key is gone.
     pub fn signed_webhook(&self, event: &crate::Event) -> Result<SignedWebhook> {
         let key_id = self.order(&event.order_id)?.order.key_id;
-        let Some((_, sealed_secret)) = self.store.read(|db| db.signing_key(&key_id))? else {
+        let Some(key) = self.store.read(|db| db.signing_key(&key_id))? else {
             return Err(Error::new(ErrorKind::Config(format!(
                 "the key {key_id} of order {} is deleted: nothing to sign its events with",
                 event.order_id
             ))));
         };
-        let secret = self.secrets.open(&sealed_secret)?;
+        let secrets = self.signing_secrets(&key)?;
+        let secrets: Vec<&str> = secrets.iter().map(crate::SecretString::expose).collect();
         let timestamp = self.now().as_millis().div_euclid(1000);
-        let signature = signature::sign(secret.expose(), &event.event_id, timestamp, event.payload.as_bytes())
+        let signature = signature::sign_with_each(&secrets, &event.event_id, timestamp, event.payload.as_bytes())
             .map_err(|e| Error::new(ErrorKind::Internal(format!("cannot sign: {e}"))))?;
         Ok(SignedWebhook { webhook_id: event.event_id.clone(), timestamp, signature, body: event.payload.clone() })
     }
@@ -349,7 +362,7 @@ impl WebhookSender {
 
     /// Sends one webhook.
     fn attempt(&self, job: &Job) -> Attempted {
-        let (url, secret) = match &job.target {
+        let (url, secrets) = match &job.target {
             Ok(Some(target)) => target,
             Ok(None) => return (Outcome::NoTarget, None),
             Err(error) => return (Outcome::Retry { error: error.clone(), retry_after: None }, None),
@@ -367,7 +380,7 @@ impl WebhookSender {
             response_excerpt: None,
             error: None,
         };
-        let outcome = self.send(url, secret, &job.claimed, &mut log);
+        let outcome = self.send(url, secrets, &job.claimed, &mut log);
         log.latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         if let Outcome::Retry { error, .. } | Outcome::GiveUp(error) = &outcome {
             log.error = Some(storable_text(error));
@@ -378,7 +391,7 @@ impl WebhookSender {
     fn send(
         &self,
         url: &str,
-        secret: &crate::SecretString,
+        secrets: &[crate::SecretString],
         claimed: &ClaimedEvent,
         log: &mut WebhookAttempt,
     ) -> Outcome {
@@ -387,7 +400,8 @@ impl WebhookSender {
         // outage) is retried on the schedule like any other connection failure.
         let timestamp = self.now().as_millis().div_euclid(1000);
         let body = claimed.payload.as_bytes();
-        let signature = match signature::sign(secret.expose(), &claimed.event_id, timestamp, body) {
+        let secrets: Vec<&str> = secrets.iter().map(crate::SecretString::expose).collect();
+        let signature = match signature::sign_with_each(&secrets, &claimed.event_id, timestamp, body) {
             Ok(signature) => signature,
             Err(e) => return Outcome::GiveUp(format!("cannot sign: {e}")),
         };

@@ -36,7 +36,7 @@ use crate::payments::{Event, Payment, PaymentState, Rate};
 use crate::time::Timestamp;
 
 pub(crate) use records::{
-    AttemptResult, ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, WalletRow, WatchedInvoice,
+    AttemptResult, ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, SigningKey, WalletRow, WatchedInvoice,
 };
 pub use sqlite::{Checkpoint, SCHEMA_VERSION};
 
@@ -390,15 +390,17 @@ dispatch! {
     fn set_key_webhook_url(id: &str, url: Option<&str>) -> Result<bool>;
     /// Sets or clears the key's display name; false when there is no such key.
     fn set_key_display_name(id: &str, name: Option<&str>) -> Result<bool>;
-    /// Returns false when no key has that id.
-    fn set_key_webhook_secret(id: &str, sealed: &str) -> Result<bool>;
+    /// Gives the key a new sealed secret; the one it replaces goes on signing until
+    /// `keep_previous_until` (epoch ms), or stops at once for `None`, and any older one is
+    /// dropped. Returns false when no key has that id.
+    fn set_key_webhook_secret(id: &str, sealed: &str, keep_previous_until: Option<i64>) -> Result<bool>;
     /// Stamps the key's last use.
     fn touch_key(id: &str, now: Timestamp) -> Result<()>;
     /// Deletes the key, keeping only what signing its orders' pending webhooks needs.
     /// Returns false when no key has that id.
     fn delete_key(id: &str, now: Timestamp) -> Result<bool>;
-    /// The webhook URL and sealed signing secret of a live or deleted key.
-    fn signing_key(id: &str) -> Result<Option<(Option<String>, String)>>;
+    /// The webhook URL and sealed signing secrets of a live or deleted key.
+    fn signing_key(id: &str) -> Result<Option<SigningKey>>;
     /// Up to `limit` sealed signing secrets of live or deleted keys: what tells at open
     /// whether the key file is the one they were sealed with.
     fn sealed_secrets(limit: i64) -> Result<Vec<String>>;

@@ -15,6 +15,19 @@ pub(crate) struct PriorCreate {
     pub create_response: String,
 }
 
+/// What signing a key's webhooks needs, of a live or a deleted key: its webhook URL, its
+/// sealed secret, and the sealed secret it replaced with the moment that one stops
+/// signing too (epoch milliseconds), while a rotation keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SigningKey {
+    /// The key's webhook URL, if it has one.
+    pub webhook_url: Option<String>,
+    /// The current secret, sealed.
+    pub sealed_secret: String,
+    /// The previous secret, sealed, and until when it signs as well.
+    pub previous: Option<(String, i64)>,
+}
+
 /// What authenticating a request needs of a stored key, and nothing more: read on every
 /// API request, so it leaves out the sealed secret, hint, URL and times.
 #[derive(Debug, Clone, PartialEq)]

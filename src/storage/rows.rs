@@ -10,7 +10,9 @@
 use const_format::concatcp;
 use rust_decimal::Decimal;
 
-use super::records::{ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, WalletRow, WatchedInvoice};
+use super::records::{
+    ClaimedEvent, DeliveryRow, KeyCredential, KeyRow, PriorCreate, SigningKey, WalletRow, WatchedInvoice,
+};
 use crate::delivery::{DeliveryState, WebhookAttempt};
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
@@ -224,9 +226,14 @@ pub(super) fn sealed_secret(row: &dyn RowValues) -> Result<String> {
     row.text(0)
 }
 
-/// A row of `webhook_url, webhook_secret_enc` (of a live or a retired key).
-pub(super) fn signing_key(row: &dyn RowValues) -> Result<(Option<String>, String)> {
-    Ok((row.opt_text(0)?, row.text(1)?))
+/// A row of `webhook_url, webhook_secret_enc, previous_secret_enc, previous_secret_until`
+/// (of a live or a retired key; a retired key has no previous secret).
+pub(super) fn signing_key(row: &dyn RowValues) -> Result<SigningKey> {
+    let previous = match (row.opt_text(2)?, row.opt_int(3)?) {
+        (Some(sealed), Some(until)) => Some((sealed, until)),
+        _ => None,
+    };
+    Ok(SigningKey { webhook_url: row.opt_text(0)?, sealed_secret: row.text(1)?, previous })
 }
 
 /// The payment columns; [`payment`] reads them.

@@ -365,7 +365,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 5);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 6);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -785,8 +785,24 @@ static void test_key_rotate_webhook_secret(void) {
     EXPECT_OK(coinorder_key_list(fx.svc, &list, &err));
     CHECK(list != NULL && strstr(list, second) == NULL && strstr(list, "whsec_") == NULL);
     coinorder_string_free(list);
+
+    /* Keeping the old secret signing for a while: the same checks, and a bound. */
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret_keeping_old(NULL, fx.key_id, 60, &out, &err), "service");
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret_keeping_old(fx.svc, NULL, 60, &out, &err), "key_id");
+    EXPECT_NULL_ARG(coinorder_key_rotate_webhook_secret_keeping_old(fx.svc, fx.key_id, 60, NULL, &err), "secret_out");
+    EXPECT_ERROR(coinorder_key_rotate_webhook_secret_keeping_old(fx.svc, fx.key_id, 2592001, &out, &err),
+                 "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                 "keep_old_for: at most 2592000 seconds (30 days)");
+    EXPECT_ERROR(coinorder_key_rotate_webhook_secret_keeping_old(fx.svc, "key_doesnotexist0000", 60, &out, &err),
+                 "KEY_NOT_FOUND", COINORDER_ERROR_KEY_NOT_FOUND, 400, "api key \"key_doesnotexist0000\" not found");
+    CHECK(out == SENTINEL);
+    char *third = NULL;
+    EXPECT_OK(coinorder_key_rotate_webhook_secret_keeping_old(fx.svc, fx.key_id, 2592000, &third, &err));
+    REQUIRE(third != NULL);
+    CHECK(strncmp(third, "whsec_", 6) == 0 && strcmp(third, second) != 0);
     coinorder_string_free(first);
     coinorder_string_free(second);
+    coinorder_string_free(third);
     fixture_close(&fx);
 }
 

@@ -178,6 +178,24 @@ def test_rotated_secret_signs_later_webhooks(svc: coinorder.Service, receiver: R
         coinorder.verify_webhook(key.webhook_secret, headers, body)
 
 
+def test_a_rotation_keeping_the_old_secret_signs_with_both(svc: coinorder.Service, receiver: Receiver) -> None:
+    key = svc.create_key(1, webhook_url=receiver.url)
+    merchant = svc.authenticate(key.plain_key)
+    new_secret = svc.rotate_key_webhook_secret(key.key.id, keep_old_for=3600)
+    order_id = svc.create_order(merchant, currency="USD", amount=5).order.order_id
+    svc.simulate(order_id, "cancel")
+    assert svc.deliver_due().delivered == 1
+    (headers, body) = receiver.received[0]
+    signatures = {name.lower(): value for name, value in headers.items()}["webhook-signature"]
+    assert len(signatures.split(" ")) == 2, signatures
+    for secret in (new_secret, key.webhook_secret):
+        assert coinorder.verify_webhook(secret, headers, body)["type"] == "order.cancelled"
+    with pytest.raises(coinorder.ParametersMissing, match=r"keep_old_for: at most 2592000 seconds \(30 days\)"):
+        svc.rotate_key_webhook_secret(key.key.id, keep_old_for=30 * 24 * 3600 + 1)
+    with pytest.raises(TypeError, match="keep_old_for: must be an int"):
+        svc.rotate_key_webhook_secret(key.key.id, keep_old_for=1.5)  # type: ignore[arg-type]
+
+
 def test_the_orders_webhook_url_wins_over_the_keys(svc: coinorder.Service, receiver: Receiver) -> None:
     key = svc.create_key(1, webhook_url="http://127.0.0.1:9/never")
     merchant = svc.authenticate(key.plain_key)

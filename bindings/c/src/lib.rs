@@ -28,7 +28,7 @@ pub use ffi::{coinorder_error, coinorder_status};
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 5;
+pub const COINORDER_ABI_VERSION: u32 = 6;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -362,6 +362,27 @@ pub unsafe extern "C" fn coinorder_key_rotate_webhook_secret(
     guard(err, || {
         need(secret_out, "secret_out")?;
         let secret = service_ref(service)?.rotate_key_webhook_secret(text(key_id, "key_id")?)?;
+        out(secret_out, "secret_out", ffi::c_string(secret.expose().to_string())?.into_raw())
+    })
+}
+
+/// Like `coinorder_key_rotate_webhook_secret`, while the old secret goes on signing for
+/// `keep_old_secs` seconds (at most 2592000, 30 days; 0 is the hard cut): until then
+/// every delivery carries both signatures (`webhook-signature: v1,<new> v1,<old>`), so
+/// the receiver can switch secrets at its own pace. More is `PARAMETERS_MISSING`
+/// ("keep_old_for: at most 2592000 seconds (30 days)").
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_key_rotate_webhook_secret_keeping_old(
+    service: *const coinorder_service,
+    key_id: *const c_char,
+    keep_old_secs: u64,
+    secret_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    guard(err, || {
+        need(secret_out, "secret_out")?;
+        let keep = std::time::Duration::from_secs(keep_old_secs);
+        let secret = service_ref(service)?.rotate_key_webhook_secret_keeping_old(text(key_id, "key_id")?, keep)?;
         out(secret_out, "secret_out", ffi::c_string(secret.expose().to_string())?.into_raw())
     })
 }

@@ -938,10 +938,21 @@ impl Service {
         ApiKey::object(py, detached(py, move || core.set_key_display_name(&id, name.as_deref()))?)
     }
 
-    /// Gives a key a new webhook signing secret and returns it (shown this once).
-    fn rotate_key_webhook_secret(&self, py: Python<'_>, id: String) -> PyResult<String> {
+    /// Gives a key a new webhook signing secret and returns it (shown this once). With
+    /// `keep_old_for` (whole seconds, at most 30 days) the old secret signs webhooks as
+    /// well until then, so a receiver can switch at its own pace.
+    #[pyo3(signature = (id, keep_old_for = None))]
+    fn rotate_key_webhook_secret(
+        &self,
+        py: Python<'_>,
+        id: String,
+        keep_old_for: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        // The core's bound (30 days) and message decide; this only reads whole seconds.
+        let seconds = whole_arg(py, keep_old_for, "keep_old_for", 0, 0, i64::MAX)?;
+        let keep = std::time::Duration::from_secs(seconds.unsigned_abs());
         let core = self.core()?;
-        Ok(detached(py, move || core.rotate_key_webhook_secret(&id))?.expose().to_string())
+        Ok(detached(py, move || core.rotate_key_webhook_secret_keeping_old(&id, keep))?.expose().to_string())
     }
 
     /// The merchant a plain API key stands for, checked as the `x-api-key` header is.

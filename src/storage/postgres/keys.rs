@@ -7,7 +7,7 @@ use super::PgConn;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
 use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
-use crate::storage::{KeyCredential, KeyRow};
+use crate::storage::{KeyCredential, KeyRow, SigningKey};
 use crate::time::Timestamp;
 
 /// The PostgreSQL side of the key methods of [`crate::storage::Conn`] (same names,
@@ -74,8 +74,21 @@ impl PgConn {
         Ok(changed == 1)
     }
 
-    pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
-        let changed = self.execute("UPDATE api_keys SET webhook_secret_enc = $1 WHERE id = $2", &[&sealed, &id])?;
+    pub(crate) fn set_key_webhook_secret(
+        &self,
+        id: &str,
+        sealed: &str,
+        keep_previous_until: Option<i64>,
+    ) -> Result<bool> {
+        // As on SQLite: the replaced secret is kept only when it is to go on signing.
+        let changed = self.execute(
+            "UPDATE api_keys SET
+                 previous_secret_enc = CASE WHEN $2::BIGINT IS NULL THEN NULL ELSE webhook_secret_enc END,
+                 previous_secret_until = $2::BIGINT,
+                 webhook_secret_enc = $1
+             WHERE id = $3",
+            &[&sealed, &keep_previous_until, &id],
+        )?;
         Ok(changed == 1)
     }
 
@@ -115,14 +128,15 @@ impl PgConn {
         )
     }
 
-    pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
+    pub(crate) fn signing_key(&self, id: &str) -> Result<Option<SigningKey>> {
         // An explicit order: PostgreSQL does not promise that UNION ALL keeps its
         // branches' order, so the live key is preferred by `pick`, not by position.
         self.query_opt(
-            "SELECT webhook_url, webhook_secret_enc FROM (
-                 SELECT 0 AS pick, webhook_url, webhook_secret_enc FROM api_keys WHERE id = $1
+            "SELECT webhook_url, webhook_secret_enc, previous_secret_enc, previous_secret_until FROM (
+                 SELECT 0 AS pick, webhook_url, webhook_secret_enc, previous_secret_enc, previous_secret_until
+                 FROM api_keys WHERE id = $1
                  UNION ALL
-                 SELECT 1 AS pick, webhook_url, webhook_secret_enc FROM retired_keys WHERE id = $1
+                 SELECT 1 AS pick, webhook_url, webhook_secret_enc, NULL, NULL::BIGINT FROM retired_keys WHERE id = $1
              ) AS signing ORDER BY pick LIMIT 1",
             &[&id],
             rows::signing_key,

@@ -41,6 +41,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0003_key_display_name.sql"),
     include_str!("../../../migrations/postgres/0004_wallets.sql"),
     include_str!("../../../migrations/postgres/0005_append_list_indexes.sql"),
+    include_str!("../../../migrations/postgres/0006_previous_webhook_secret.sql"),
 ];
 
 /// The schema version this library writes on PostgreSQL.

@@ -9,7 +9,7 @@ use super::SqliteConn;
 use crate::error::Result;
 use crate::keys::{ApiKey, KeyStatus};
 use crate::storage::rows::{self, KEY_COLUMNS, KEY_CREDENTIAL_COLUMNS};
-use crate::storage::{DbResult, KeyCredential, KeyRow};
+use crate::storage::{DbResult, KeyCredential, KeyRow, SigningKey};
 use crate::time::Timestamp;
 
 /// Most credentials one reader keeps; past it the cache starts over.
@@ -136,10 +136,21 @@ impl SqliteConn<'_> {
         Ok(changed == 1)
     }
 
-    pub(crate) fn set_key_webhook_secret(&self, id: &str, sealed: &str) -> Result<bool> {
+    pub(crate) fn set_key_webhook_secret(
+        &self,
+        id: &str,
+        sealed: &str,
+        keep_previous_until: Option<i64>,
+    ) -> Result<bool> {
+        // The secret being replaced becomes the previous one when it is to go on signing;
+        // otherwise no previous secret is left (a rotation without overlap ends any other).
         let changed = self.execute(
-            "UPDATE api_keys SET webhook_secret_enc = :sealed WHERE id = :id",
-            named_params! {":sealed": sealed, ":id": id},
+            "UPDATE api_keys SET
+                 previous_secret_enc = CASE WHEN :until IS NULL THEN NULL ELSE webhook_secret_enc END,
+                 previous_secret_until = :until,
+                 webhook_secret_enc = :sealed
+             WHERE id = :id",
+            named_params! {":sealed": sealed, ":until": keep_previous_until, ":id": id},
         )?;
         Ok(changed == 1)
     }
@@ -175,11 +186,12 @@ impl SqliteConn<'_> {
         )
     }
 
-    pub(crate) fn signing_key(&self, id: &str) -> Result<Option<(Option<String>, String)>> {
+    pub(crate) fn signing_key(&self, id: &str) -> Result<Option<SigningKey>> {
         self.query_opt(
-            "SELECT webhook_url, webhook_secret_enc FROM api_keys WHERE id = :id
+            "SELECT webhook_url, webhook_secret_enc, previous_secret_enc, previous_secret_until
+                 FROM api_keys WHERE id = :id
                  UNION ALL
-                 SELECT webhook_url, webhook_secret_enc FROM retired_keys WHERE id = :id
+                 SELECT webhook_url, webhook_secret_enc, NULL, NULL FROM retired_keys WHERE id = :id
                  LIMIT 1",
             named_params! {":id": id},
             rows::signing_key,

@@ -40,6 +40,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0008_wallets.sql"),
     include_str!("../../../migrations/sqlite/0009_append_list_indexes.sql"),
     include_str!("../../../migrations/sqlite/0010_invoice_in_order_row.sql"),
+    include_str!("../../../migrations/sqlite/0011_previous_webhook_secret.sql"),
 ];
 
 /// The schema version this library writes.
