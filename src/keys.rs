@@ -150,6 +150,16 @@ pub struct Merchant {
     pub environment: Environment,
 }
 
+/// A key's new webhook signing secret, from
+/// [`Service::rotate_key_webhook_secret_keeping_old`](crate::Service::rotate_key_webhook_secret_keeping_old).
+#[derive(Debug, Clone)]
+pub struct RotatedSecret {
+    /// The new secret (`whsec_…`), shown this once.
+    pub secret: SecretString,
+    /// Until when the replaced secret signs too; `None` when it stopped at once.
+    pub old_secret_signs_until: Option<crate::Timestamp>,
+}
+
 /// The longest a replaced webhook secret may go on signing beside its successor
 /// ([`Service::rotate_key_webhook_secret_keeping_old`](crate::Service::rotate_key_webhook_secret_keeping_old)):
 /// 30 days, time enough for any receiver's deployment, short enough that a secret
@@ -220,8 +230,7 @@ pub(crate) fn key_environment(plain: &str) -> Option<Environment> {
 
 /// `text` with every well-formed key in it shown as its [`key_hint`]: for a log line
 /// holding what a client sent, such as a path with the key pasted into it. Only the
-/// built-in server logs such lines.
-#[cfg(any(feature = "server", test))]
+/// built-in server logs such lines, and a "key not found" message names the id so.
 pub(crate) fn hide_keys_in(text: &str) -> std::borrow::Cow<'_, str> {
     let prefixes = [Environment::Sandbox.key_prefix(), Environment::Live.key_prefix()];
     if !prefixes.iter().any(|prefix| text.contains(prefix)) {
@@ -251,21 +260,29 @@ pub(crate) fn hide_keys_in(text: &str) -> std::borrow::Cow<'_, str> {
 /// (an easy slip: both are strings) is shown only as its [`key_hint`], so the secret
 /// never reaches an error message or the log it lands in.
 pub(crate) fn key_not_found(id: &str) -> crate::Error {
-    let shown = match looks_like_plain_key(id) {
-        true => key_hint(id),
-        false => id.to_string(),
+    // Whatever is around it (a space or quote pasted along, `Bearer `), a key inside is
+    // shown as its hint; text that begins as a key and is none (cut short) as its hint
+    // too, as part of a secret is still secret.
+    let trimmed = id.trim_matches(|c: char| c.is_whitespace() || c == '"' || c == '\'');
+    let shown = match starts_as_plain_key(trimmed) {
+        true => key_hint(trimmed),
+        false => hide_keys_in(id).into_owned(),
     };
     crate::Error::new(crate::ErrorKind::KeyNotFound(shown))
 }
 
 /// True when `text` begins as a plain key does (`test_` or `prod_`), well-formed or not.
-pub(crate) fn looks_like_plain_key(text: &str) -> bool {
+fn starts_as_plain_key(text: &str) -> bool {
     [Environment::Sandbox, Environment::Live].iter().any(|env| text.starts_with(env.key_prefix()))
 }
 
-/// What a "key not found" message adds when the id given was a plain key.
+/// What a "key not found" message adds when the id given held a plain key (shown as its
+/// hint, `test_…wxyz`).
 pub(crate) fn plain_key_note(shown_id: &str) -> &'static str {
-    match looks_like_plain_key(shown_id) {
+    let hinted = [Environment::Sandbox, Environment::Live]
+        .iter()
+        .any(|env| shown_id.contains(&format!("{}…", env.key_prefix())));
+    match hinted {
         true => " (that is a plain key: pass the key's id, `key_…`, as `keys list` shows it)",
         false => "",
     }

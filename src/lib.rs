@@ -75,8 +75,8 @@ pub use delivery::{DeliveryReport, DeliveryState, EventDelivery, WebhookAttempt,
 pub use environment::Environment;
 pub use error::{Error, ErrorCode, ErrorKind, Result, StorageError};
 pub use keys::{
-    user_id_refused, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, DISPLAY_NAME_MAX_CHARS, MAX_SECRET_OVERLAP,
-    USER_ID_RULE,
+    user_id_refused, ApiKey, CreatedApiKey, KeyStatus, Merchant, NewApiKey, RotatedSecret, DISPLAY_NAME_MAX_CHARS,
+    MAX_SECRET_OVERLAP, USER_ID_RULE,
 };
 pub use lifecycle::{next_state, EventType, Trigger, TRANSITIONS};
 pub use mail::{Email, EmailReport, EmailState};

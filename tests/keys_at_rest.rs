@@ -220,6 +220,13 @@ fn a_plain_key_passed_where_its_id_belongs_is_never_echoed_in_the_error() {
             "{call}: {error}"
         );
     }
+    // Pasted with something around it, or cut short: still never in full.
+    for slip in [format!(" {plain}"), format!("\"{plain}\""), format!("Bearer {plain}"), plain[..30].to_string()] {
+        let error = svc.get_key(&slip).expect_err("no key has that id");
+        let shown = format!("{error} {error:?}");
+        assert!(!shown.contains(&plain[5..30]), "{slip:?} is echoed: {shown}");
+        assert!(shown.contains("(that is a plain key"), "{shown}");
+    }
     // An id that is not a plain key is named as given.
     let unknown = svc.get_key("key_nothere").expect_err("unknown id");
     assert_eq!(unknown.to_string(), "api key \"key_nothere\" not found");

@@ -539,7 +539,8 @@ fn a_rotation_that_keeps_the_old_secret_signs_with_both_and_the_standard_library
     let env = real(|_| {});
     let old = env.secret();
     let keep = Duration::from_secs(3600);
-    let new = env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), keep).expect("rotate").expose().to_string();
+    let new =
+        env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), keep).expect("rotate").secret.expose().to_string();
     assert_ne!(new, old);
     assert_eq!(env.secret(), new, "the new secret is the key's from now on");
     let (_, event) = env.paid_order(Some(&rx.url()));
@@ -560,12 +561,9 @@ fn the_old_secret_stops_signing_when_its_time_is_up_or_at_the_next_rotation() {
     let rx = Receiver::start();
     let env = manual(|_| {});
     let first = env.secret();
-    let second = env
-        .svc
-        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
-        .expect("rotate")
-        .expose()
-        .to_string();
+    let rotated = env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60)).expect("rotate");
+    assert_eq!(rotated.old_secret_signs_until.map(|until| until.as_millis()), Some(env.now_ms() + 60_000));
+    let second = rotated.secret.expose().to_string();
     let (_, event) = env.paid_order(Some(&rx.url()));
     let verifies = |secret: &str, request: &Recorded| our_verify(secret, request, env.now_secs()).is_ok();
     deliver_all(&env, &[&event.order_id]);
@@ -585,12 +583,14 @@ fn the_old_secret_stops_signing_when_its_time_is_up_or_at_the_next_rotation() {
         .svc
         .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
         .expect("rotate")
+        .secret
         .expose()
         .to_string();
     let fourth = env
         .svc
         .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
         .expect("rotate")
+        .secret
         .expose()
         .to_string();
     env.svc.redeliver(&event.event_id).expect("redeliver");
@@ -611,6 +611,7 @@ fn the_old_secret_stops_signing_when_its_time_is_up_or_at_the_next_rotation() {
         .svc
         .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
         .expect("rotate")
+        .secret
         .expose()
         .to_string();
     env.svc.delete_key(env.key_id()).expect("delete");

@@ -80,8 +80,9 @@ const MAX_WEBHOOK_TIMEOUT: u64 = 600;
   coinorder emails list --env live --limit 10
   COINORDER_DB=/var/lib/coinorder/orders.db coinorder serve --env live")]
 struct Cli {
-    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host:5432/db`, with
-    /// `?sslmode=require` for TLS) for several processes and hosts on one database.
+    /// SQLite database file, or a PostgreSQL URL (`postgres://user@host:5432/db`; for
+    /// TLS to another host `?sslmode=verify-full&sslrootcert=/path/ca.pem`) for several
+    /// processes and hosts on one database.
     /// `keys create`, `serve`, `rates set` and `wallets set` create a SQLite file (with its
     /// `<PATH>.key` secret file) if missing; every other command fails when it does not exist.
     ///
@@ -1494,13 +1495,10 @@ fn keys(ctx: &Ctx, command: KeysCommand) -> CliResult<()> {
         KeysCommand::ClearName { id } => key_json(ctx, &id, service.set_key_display_name(&id, None))?,
         KeysCommand::RotateSecret { id, keep_old_for } => {
             let keep = Duration::from_secs(keep_old_for);
-            let secret = service.rotate_key_webhook_secret_keeping_old(&id, keep).map_err(|e| ctx.explain(e, &id))?;
+            let rotated = service.rotate_key_webhook_secret_keeping_old(&id, keep).map_err(|e| ctx.explain(e, &id))?;
             let mut value = key_json(ctx, &id, service.get_key(&id))?;
-            value["webhook_secret"] = Value::from(secret.expose());
-            value["old_secret_signs_until"] = match keep_old_for {
-                0 => Value::Null,
-                _ => Value::from(service.now().plus_ms(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX)).to_iso()),
-            };
+            value["webhook_secret"] = Value::from(rotated.secret.expose());
+            value["old_secret_signs_until"] = rotated.old_secret_signs_until.map(|until| until.to_iso()).into();
             value
         }
     };

@@ -414,7 +414,7 @@ impl Service {
 
     /// Replaces the key's webhook signing secret and returns the new one.
     pub fn rotate_key_webhook_secret(&self, id: &str) -> Result<SecretString> {
-        self.rotate_key_webhook_secret_keeping_old(id, std::time::Duration::ZERO)
+        Ok(self.rotate_key_webhook_secret_keeping_old(id, std::time::Duration::ZERO)?.secret)
     }
 
     /// Gives a key a new webhook signing secret, as
@@ -430,23 +430,20 @@ impl Service {
         &self,
         id: &str,
         keep_old_for: std::time::Duration,
-    ) -> Result<SecretString> {
+    ) -> Result<keys::RotatedSecret> {
         if keep_old_for > keys::MAX_SECRET_OVERLAP {
             return Err(Error::invalid(
                 "keep_old_for",
                 format!("at most {} seconds (30 days)", keys::MAX_SECRET_OVERLAP.as_secs()),
             ));
         }
-        let keep_previous_until = match keep_old_for.is_zero() {
-            true => None,
-            false => {
-                Some(self.now().as_millis().saturating_add(i64::try_from(keep_old_for.as_millis()).unwrap_or(i64::MAX)))
-            }
-        };
+        let keep_ms = i64::try_from(keep_old_for.as_millis()).unwrap_or(i64::MAX);
+        let until = (!keep_old_for.is_zero()).then(|| Timestamp(self.now().as_millis().saturating_add(keep_ms)));
         let secret = keys::generate_webhook_secret();
         let sealed = self.secrets.seal(&secret)?;
-        if self.store.write(|db| db.set_key_webhook_secret(id, &sealed, keep_previous_until))? {
-            Ok(secret)
+        let until_ms = until.map(Timestamp::as_millis);
+        if self.store.write(|db| db.set_key_webhook_secret(id, &sealed, until_ms))? {
+            Ok(keys::RotatedSecret { secret, old_secret_signs_until: until })
         } else {
             Err(keys::key_not_found(id))
         }

@@ -947,6 +947,12 @@ static void test_order_create(void) {
     EXPECT_OK(coinorder_order_list(fx.svc, fx.key, NULL, &list, &err));
     CHECK_INT_EQ(count_of(list, "\"order_id\":"), 2);
     coinorder_string_free(list);
+
+    /* A leading byte order mark is ignored, as in the HTTP body. */
+    char *bom = NULL;
+    EXPECT_OK(coinorder_order_create(fx.svc, fx.key, "\xEF\xBB\xBF{\"currency\":\"USD\",\"amount\":2}", &bom, &err));
+    CHECK_CONTAINS(bom, "\"status\":201");
+    coinorder_string_free(bom);
     fixture_close(&fx);
 }
 

@@ -382,8 +382,8 @@ pub unsafe extern "C" fn coinorder_key_rotate_webhook_secret_keeping_old(
     guard(err, || {
         need(secret_out, "secret_out")?;
         let keep = std::time::Duration::from_secs(keep_old_secs);
-        let secret = service_ref(service)?.rotate_key_webhook_secret_keeping_old(text(key_id, "key_id")?, keep)?;
-        out(secret_out, "secret_out", ffi::c_string(secret.expose().to_string())?.into_raw())
+        let rotated = service_ref(service)?.rotate_key_webhook_secret_keeping_old(text(key_id, "key_id")?, keep)?;
+        out(secret_out, "secret_out", ffi::c_string(rotated.secret.expose().to_string())?.into_raw())
     })
 }
 
@@ -417,7 +417,9 @@ pub unsafe extern "C" fn coinorder_order_create(
     guard(err, || {
         need(order_json_out, "order_json_out")?;
         let (service, merchant) = authenticated(service, api_key)?;
+        // A leading byte order mark is ignored, as in the HTTP body this text stands for.
         let request_text = text(request_json, "request_json")?;
+        let request_text = request_text.strip_prefix('\u{FEFF}').unwrap_or(request_text);
         json_object(request_text, "request_json")?;
         let request = coinorder::parse_create_order(request_text.as_bytes())?;
         let created = service.create_order(&merchant, &request)?;

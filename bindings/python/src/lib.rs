@@ -952,7 +952,7 @@ impl Service {
         let seconds = whole_arg(py, keep_old_for, "keep_old_for", 0, 0, i64::MAX)?;
         let keep = std::time::Duration::from_secs(seconds.unsigned_abs());
         let core = self.core()?;
-        Ok(detached(py, move || core.rotate_key_webhook_secret_keeping_old(&id, keep))?.expose().to_string())
+        Ok(detached(py, move || core.rotate_key_webhook_secret_keeping_old(&id, keep))?.secret.expose().to_string())
     }
 
     /// The merchant a plain API key stands for, checked as the `x-api-key` header is.

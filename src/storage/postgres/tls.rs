@@ -1,23 +1,28 @@
-//! TLS to PostgreSQL, with the meanings libpq gives `sslmode` and `sslrootcert`, so a
-//! URL written for `psql` or a managed database's documentation works unchanged.
+//! TLS to PostgreSQL, reading `sslmode` and `sslrootcert` as libpq does, except where
+//! libpq would check less than this library always has, so a URL written for `psql` or
+//! a managed database's guide works, and none connects with less checking than before.
 //!
 //! tokio-postgres itself knows only `disable`, `prefer` and `require`, and verifies
 //! nothing: verification is the connector's. This module reads both parameters out of
 //! the URL, hands tokio-postgres the mode it knows, and builds the rustls configuration
-//! that does what the URL asked:
+//! that checks what the URL asks:
 //!
-//! | `sslmode` | TLS | certificate checked |
+//! | `sslmode` | TLS | the server's certificate |
 //! |---|---|---|
 //! | `disable` | never | - |
-//! | `allow`, `prefer` (the default) | when the server offers it | nothing |
-//! | `require` | always | with `sslrootcert` given, the chain (as `verify-ca`); else nothing |
-//! | `verify-ca` | always | the chain, against `sslrootcert` (else the public roots) |
-//! | `verify-full` | always | the chain and the host name |
+//! | `allow`, `prefer` (the default) | when the server offers it | not checked; with a root file, its chain |
+//! | `require` | always | with a root file, its chain; else chain and host name against the public roots |
+//! | `verify-ca` | always | its chain, against the root file (required) |
+//! | `verify-full` | always | chain and host name, against the root file or the public roots |
 //!
 //! `sslrootcert` is a PEM file of CA certificates, or `system` for the public roots
-//! bundled with the library (webpki-roots). Without a root file libpq cannot verify at
-//! all; the public roots are this library's default for `verify-*`, which is what a
-//! managed server with a publicly trusted certificate needs.
+//! bundled with the library (webpki-roots). `prefer` checks nothing without a file,
+//! as libpq: an attacker who can tamper with the connection can make it plain anyway.
+//! `require` without a file checks as `verify-full` against the public roots (libpq
+//! checks nothing there; this library always checked, and a URL that asked for TLS
+//! keeps it). The public roots vouch for any domain's certificate, so they serve only
+//! with the host name checked: `verify-ca` needs a file, and `sslrootcert=system` means
+//! `verify-full` (as libpq 16 has it) and refuses a weaker `sslmode`.
 
 use std::sync::Arc;
 
@@ -33,7 +38,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// What the URL's `sslmode` asks of the server's certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
-    /// Encrypt, check nothing (libpq's `prefer`, and `require` without a root file).
+    /// Encrypt, check nothing (`prefer` without a root file).
     Nothing,
     /// The chain must lead to a trusted root; any host name.
     Chain,
@@ -50,9 +55,9 @@ pub(super) struct TlsTarget {
     pub(super) config: ClientConfig,
 }
 
-/// Reads `sslmode` and `sslrootcert` out of `url` (libpq's meanings, see the module).
+/// Reads `sslmode` and `sslrootcert` out of `url` (see the module for what each means).
 pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (base, query) = split_query(url);
     let mut kept: Vec<&str> = Vec::new();
     let mut mode: Option<String> = None;
     let mut root_file: Option<String> = None;
@@ -66,11 +71,18 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
             _ => kept.push(pair),
         }
     }
-    let (wire_mode, check) = match mode.as_deref().unwrap_or("prefer") {
+    let system_roots = root_file.as_deref() == Some("system");
+    let file = root_file.as_deref().filter(|_| !system_roots);
+    let mode = match (mode.as_deref(), system_roots) {
+        (None, true) => "verify-full",
+        (None, false) => "prefer",
+        (Some(mode), _) => mode,
+    };
+    let (wire_mode, check) = match mode {
         "disable" => ("disable", Check::Nothing),
         // libpq's `allow` tries without TLS first; tokio-postgres cannot, so it prefers.
-        "allow" | "prefer" => ("prefer", Check::Nothing),
-        "require" => ("require", if root_file.is_some() { Check::Chain } else { Check::Nothing }),
+        "allow" | "prefer" => ("prefer", if file.is_some() { Check::Chain } else { Check::Nothing }),
+        "require" => ("require", if file.is_some() { Check::Chain } else { Check::ChainAndHost }),
         "verify-ca" => ("require", Check::Chain),
         "verify-full" => ("require", Check::ChainAndHost),
         other => {
@@ -79,6 +91,19 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
             )))
         }
     };
+    if system_roots && check != Check::ChainAndHost {
+        return Err(config_error(format!(
+            "sslrootcert=system: the public roots vouch for any domain's certificate, so they need \
+             sslmode=verify-full (or no sslmode), not {mode}"
+        )));
+    }
+    if check == Check::Chain && file.is_none() {
+        return Err(config_error(
+            "sslmode=verify-ca: needs sslrootcert, the PEM file of the CA to trust (with the public roots, \
+             use verify-full)"
+                .to_string(),
+        ));
+    }
     kept.push(match wire_mode {
         "disable" => "sslmode=disable",
         "require" => "sslmode=require",
@@ -88,9 +113,9 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| config_error(format!("TLS setup for PostgreSQL: {e}")))?;
-    // A root file named is read even where it is not used (`prefer`), so a wrong path is
-    // found when the service opens, not when the URL's mode is changed.
-    let named_roots = root_file.as_deref().map(|file| trusted_roots(Some(file))).transpose()?;
+    // A root file named is read even where nothing is checked (`disable`), so a wrong path
+    // is found when the service opens, not when the URL's mode is changed.
+    let named_roots = file.map(|file| trusted_roots(Some(file))).transpose()?;
     let roots = || match named_roots.clone() {
         Some(roots) => Ok(roots),
         None => trusted_roots(None),
@@ -110,6 +135,17 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
         Check::ChainAndHost => builder.with_root_certificates(roots()?).with_no_client_auth(),
     };
     Ok(TlsTarget { url: format!("{base}?{}", kept.join("&")), config })
+}
+
+/// `url` split where its query begins: at the first `?` after the user info, as
+/// tokio-postgres reads it (a `?` in a password written raw is the password's).
+fn split_query(url: &str) -> (&str, &str) {
+    let authority_from = url.find("://").map_or(0, |at| at + 3);
+    let host_from = url[authority_from..].find('@').map_or(authority_from, |at| authority_from + at + 1);
+    match url[host_from..].find('?') {
+        Some(at) => (&url[..host_from + at], &url[host_from + at + 1..]),
+        None => (url, ""),
+    }
 }
 
 /// A URL component with its `%XX` escapes decoded (no `+` for space: libpq has none).
@@ -147,10 +183,11 @@ fn config_error(message: String) -> Error {
     Error::new(ErrorKind::Config(message))
 }
 
-/// Accepts any certificate, as libpq does for `prefer`, and for `require` without a
-/// root file: the connection is encrypted against a passive listener, not against a man in
-/// the middle (for that, `verify-full`). The handshake's signatures are still checked,
-/// so the server must hold the key of the certificate it shows.
+/// Accepts any certificate, as libpq does for `prefer` without a root file: the
+/// connection is encrypted against a passive listener, not against a man in the middle
+/// (who could as well refuse TLS, which `prefer` then does without). The handshake's
+/// signatures are still checked, so the server must hold the key of the certificate it
+/// shows.
 #[derive(Debug)]
 struct EncryptOnly {
     provider: Arc<CryptoProvider>,
@@ -245,22 +282,44 @@ mod tests {
 
     #[test]
     fn sslmode_and_sslrootcert_are_read_out_and_the_rest_is_kept_as_written() {
-        let target = tls_target("postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=verify-full")
-            .expect("a good URL");
-        assert_eq!(target.url, "postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=require");
-        assert_eq!(tls_target("postgres://db/shop").expect("no query").url, "postgres://db/shop?sslmode=prefer");
+        let url_of = |url: &str| tls_target(url).map(|target| target.url).unwrap_or_else(|e| e.to_string());
         assert_eq!(
-            tls_target("postgres://db/shop?sslmode=disable").expect("disable").url,
-            "postgres://db/shop?sslmode=disable"
+            url_of("postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=verify-full"),
+            "postgres://u:p%40ss@db.example:5432/shop?application_name=a%20b&sslmode=require"
+        );
+        assert_eq!(url_of("postgres://db/shop"), "postgres://db/shop?sslmode=prefer");
+        assert_eq!(url_of("postgres://db/shop?sslmode=disable"), "postgres://db/shop?sslmode=disable");
+        assert_eq!(url_of("postgres://db/shop?sslmode=allow"), "postgres://db/shop?sslmode=prefer");
+        assert_eq!(url_of("postgres://db/shop?&&sslmode=require&"), "postgres://db/shop?sslmode=require");
+        // A `?` written raw in a password belongs to the password, as tokio-postgres reads it.
+        assert_eq!(
+            url_of("postgres://app:pa?ss@db.example.com/shop?sslmode=require"),
+            "postgres://app:pa?ss@db.example.com/shop?sslmode=require"
         );
         assert_eq!(
-            tls_target("postgres://db/shop?sslmode=allow").expect("allow").url,
-            "postgres://db/shop?sslmode=prefer"
+            url_of("postgres://app:pa?ss@db.example.com/shop"),
+            "postgres://app:pa?ss@db.example.com/shop?sslmode=prefer"
         );
+        // The public roots alone mean the host name is checked.
+        assert_eq!(url_of("postgres://db/shop?sslrootcert=system"), "postgres://db/shop?sslmode=require");
         assert_eq!(
-            tls_target("postgres://db/shop?sslrootcert=system&sslmode=verify-ca").expect("system roots").url,
+            url_of("postgres://db/shop?sslrootcert=system&sslmode=verify-full"),
             "postgres://db/shop?sslmode=require"
         );
+    }
+
+    #[test]
+    fn the_public_roots_are_never_trusted_without_the_host_name() {
+        let message = |url: &str| tls_target(url).err().map(|e| e.to_string()).unwrap_or_default();
+        for weak in ["verify-ca", "prefer", "allow", "disable"] {
+            let refused = message(&format!("postgres://db/shop?sslrootcert=system&sslmode={weak}"));
+            assert!(refused.contains(&format!("need sslmode=verify-full (or no sslmode), not {weak}")), "{refused}");
+        }
+        let refused = message("postgres://db/shop?sslmode=verify-ca");
+        assert!(refused.contains("sslmode=verify-ca: needs sslrootcert"), "{refused}");
+        // `require` with the public roots checks the host name too, so it stands.
+        let target = tls_target("postgres://db/shop?sslrootcert=system&sslmode=require").map(|t| t.url);
+        assert_eq!(target.ok().as_deref(), Some("postgres://db/shop?sslmode=require"));
     }
 
     #[test]
