@@ -566,58 +566,43 @@ fn the_old_secret_stops_signing_when_its_time_is_up_or_at_the_next_rotation() {
     let second = rotated.secret.expose().to_string();
     let (_, event) = env.paid_order(Some(&rx.url()));
     let verifies = |secret: &str, request: &Recorded| our_verify(secret, request, env.now_secs()).is_ok();
-    deliver_all(&env, &[&event.order_id]);
-    let request = rx.wait_for(1, WAIT).remove(0);
+    let rotate_keeping_old = || {
+        let rotated = env.svc.rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60));
+        rotated.expect("rotate").secret.expose().to_string()
+    };
+    // The event's next delivery (the `count`th request), after a redelivery but the first.
+    let delivery = |count: usize| {
+        if count > 1 {
+            env.svc.redeliver(&event.event_id).expect("redeliver");
+        }
+        deliver_all(&env, &[&event.order_id]);
+        rx.wait_for(count, WAIT).remove(count - 1)
+    };
+    let request = delivery(1);
     assert!(verifies(&first, &request) && verifies(&second, &request));
 
     // 60 s later the first secret no longer signs: a redelivery carries one signature.
     env.advance(60_000);
-    env.svc.redeliver(&event.event_id).expect("redeliver");
-    deliver_all(&env, &[&event.order_id]);
-    let request = rx.wait_for(2, WAIT).remove(1);
+    let request = delivery(2);
     assert_eq!(request.header("webhook-signature").map(|h| h.split(' ').count()), Some(1));
     assert!(verifies(&second, &request) && !verifies(&first, &request));
 
     // Two rotations in a row: only the secret the last one replaced goes on signing.
-    let third = env
-        .svc
-        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
-        .expect("rotate")
-        .secret
-        .expose()
-        .to_string();
-    let fourth = env
-        .svc
-        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
-        .expect("rotate")
-        .secret
-        .expose()
-        .to_string();
-    env.svc.redeliver(&event.event_id).expect("redeliver");
-    deliver_all(&env, &[&event.order_id]);
-    let request = rx.wait_for(3, WAIT).remove(2);
+    let third = rotate_keeping_old();
+    let fourth = rotate_keeping_old();
+    let request = delivery(3);
     assert!(verifies(&fourth, &request) && verifies(&third, &request));
     assert!(!verifies(&second, &request), "an older secret still signs");
 
     // A rotation without overlap ends the one before at once.
     let fifth = env.svc.rotate_key_webhook_secret(env.key_id()).expect("rotate").expose().to_string();
-    env.svc.redeliver(&event.event_id).expect("redeliver");
-    deliver_all(&env, &[&event.order_id]);
-    let request = rx.wait_for(4, WAIT).remove(3);
+    let request = delivery(4);
     assert!(verifies(&fifth, &request) && !verifies(&fourth, &request));
 
     // Deleting the key ends an overlap too: its orders are signed with its last secret.
-    let sixth = env
-        .svc
-        .rotate_key_webhook_secret_keeping_old(env.key_id(), Duration::from_secs(60))
-        .expect("rotate")
-        .secret
-        .expose()
-        .to_string();
+    let sixth = rotate_keeping_old();
     env.svc.delete_key(env.key_id()).expect("delete");
-    env.svc.redeliver(&event.event_id).expect("redeliver");
-    deliver_all(&env, &[&event.order_id]);
-    let request = rx.wait_for(5, WAIT).remove(4);
+    let request = delivery(5);
     assert!(verifies(&sixth, &request) && !verifies(&fifth, &request));
 }
 
