@@ -63,10 +63,9 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
     let mut root_file: Option<String> = None;
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = decoded(value)?;
         match decoded(name)?.as_str() {
-            "sslmode" => mode = Some(value),
-            "sslrootcert" => root_file = Some(value),
+            "sslmode" => mode = Some(decoded(value)?),
+            "sslrootcert" => root_file = Some(decoded(value)?),
             // Every other parameter goes to tokio-postgres exactly as written.
             _ => kept.push(pair),
         }
@@ -78,13 +77,14 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
         (None, false) => "prefer",
         (Some(mode), _) => mode,
     };
+    // The mode tokio-postgres is told: whether TLS is tried, and whether it must be had.
     let (wire_mode, check) = match mode {
-        "disable" => ("disable", Check::Nothing),
+        "disable" => ("sslmode=disable", Check::Nothing),
         // libpq's `allow` tries without TLS first; tokio-postgres cannot, so it prefers.
-        "allow" | "prefer" => ("prefer", if file.is_some() { Check::Chain } else { Check::Nothing }),
-        "require" => ("require", if file.is_some() { Check::Chain } else { Check::ChainAndHost }),
-        "verify-ca" => ("require", Check::Chain),
-        "verify-full" => ("require", Check::ChainAndHost),
+        "allow" | "prefer" => ("sslmode=prefer", if file.is_some() { Check::Chain } else { Check::Nothing }),
+        "require" => ("sslmode=require", if file.is_some() { Check::Chain } else { Check::ChainAndHost }),
+        "verify-ca" => ("sslmode=require", Check::Chain),
+        "verify-full" => ("sslmode=require", Check::ChainAndHost),
         other => {
             return Err(config_error(format!(
                 "sslmode: must be disable, allow, prefer, require, verify-ca or verify-full, not {other:?}"
@@ -104,11 +104,7 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
                 .to_string(),
         ));
     }
-    kept.push(match wire_mode {
-        "disable" => "sslmode=disable",
-        "require" => "sslmode=require",
-        _ => "sslmode=prefer",
-    });
+    kept.push(wire_mode);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
