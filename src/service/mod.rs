@@ -438,7 +438,7 @@ impl Service {
             ));
         }
         let keep_ms = i64::try_from(keep_old_for.as_millis()).unwrap_or(i64::MAX);
-        let until = (!keep_old_for.is_zero()).then(|| Timestamp(self.now().as_millis().saturating_add(keep_ms)));
+        let until = (!keep_old_for.is_zero()).then(|| self.now().plus_ms(keep_ms));
         let secret = keys::generate_webhook_secret();
         let sealed = self.secrets.seal(&secret)?;
         let until_ms = until.map(Timestamp::as_millis);
