@@ -252,3 +252,92 @@ fn serve_watches_the_chain_given_in_its_settings_file() {
     assert!(log.contains(" chain 1 payment(s) recorded, 1 confirmed, 0 rejected"), "{log}");
     assert_eq!(output.status.code(), Some(0), "{log}");
 }
+
+/// The event types of an order, in order.
+fn event_types(chain: &Chain, order: &OrderWithInvoice) -> Vec<String> {
+    let events = chain.shop.svc.order_events(&order.order.order_id).expect("events");
+    events.iter().map(|e| e.event_type.as_str().to_string()).collect()
+}
+
+#[test]
+fn the_newest_invoice_is_watched_however_many_are_open() {
+    // Before, a pass read the 1,000 invoices expiring first: a shop with more open
+    // invoices than that never looked at its newest ones in the blocks it scanned.
+    let chain = chain();
+    for _ in 0..1_000 {
+        chain.order("ETH", "1");
+    }
+    let newest = chain.order("ETH", "25");
+    chain.anvil.send_eth(&chain.payer, &newest.invoice.address, ETHER / 100);
+    assert_eq!(chain.watch().recorded, 1);
+    assert_eq!(chain.status(&newest), OrderStatus::Pending);
+}
+
+#[test]
+fn a_payment_to_a_paid_or_cancelled_orders_address_is_recorded_for_the_merchant() {
+    let chain = chain();
+    let paid = chain.order("ETH", "25");
+    chain.anvil.send_eth(&chain.payer, &paid.invoice.address, ETHER / 100);
+    chain.watch();
+    chain.anvil.mine(u64::from(CONFIRMATIONS));
+    chain.watch();
+    assert_eq!(chain.status(&paid), OrderStatus::Paid);
+    let cancelled = chain.order("USDT", "5");
+    chain.shop.svc.cancel_order(&chain.merchant, &cancelled.order.order_id).expect("cancel");
+
+    // One more payment to the paid order (the customer paid twice), and one to the
+    // cancelled order (the wallet was already sending when the customer pressed Cancel).
+    let again = chain.anvil.send_eth(&chain.payer, &paid.invoice.address, ETHER / 200);
+    let late = chain.anvil.send_token(&chain.token, &chain.payer, &cancelled.invoice.address, 5_000_000);
+    assert_eq!(chain.watch().recorded, 2);
+    let excess = chain.shop.svc.payment(&again).expect("recorded");
+    assert_eq!((excess.amount.to_string().as_str(), excess.counts), ("0.005", false));
+    assert_eq!(chain.status(&paid), OrderStatus::Paid);
+    let refund = chain.shop.svc.payment(&late).expect("recorded");
+    assert_eq!((refund.amount.to_string().as_str(), refund.counts), ("5", false));
+    assert_eq!(chain.status(&cancelled), OrderStatus::Cancelled);
+    assert_eq!(event_types(&chain, &cancelled), ["order.cancelled", "order.paid_late"]);
+}
+
+#[test]
+fn one_token_transaction_paying_two_invoices_pays_both() {
+    // A contract that, called, emits two `Transfer` logs of one token in one transaction,
+    // as an exchange's batch payout does: 10 units to one address, 20 to another.
+    let chain = chain();
+    let first = chain.order("USDT", "10");
+    let second = chain.order("USDT", "20");
+    let word = |hex: &str| format!("{:0>64}", hex.trim_start_matches("0x"));
+    let transfer = |to: &str, units: u64| {
+        format!(
+            "7f{amount}600052 7f{to} 7f{from} 7f{topic} 6020 6000 a3",
+            amount = word(&format!("{units:x}")),
+            to = word(&to.to_ascii_lowercase()),
+            from = word(&chain.payer),
+            topic = word(coinorder::chain::ethereum::TRANSFER_TOPIC),
+        )
+        .replace(' ', "")
+    };
+    let code = format!(
+        "0x{}{}00",
+        transfer(&first.invoice.address, 10_000_000),
+        transfer(&second.invoice.address, 20_000_000)
+    );
+    // The token's own address now runs that code: the watcher knows it as USDT.
+    chain.anvil.rpc("anvil_setCode", serde_json::json!([chain.token, code]));
+    let tx = chain.anvil.send(serde_json::json!({"from": chain.payer, "to": chain.token}));
+    assert_eq!(chain.watch().recorded, 2);
+    assert_eq!(chain.status(&first), OrderStatus::Pending);
+    assert_eq!(chain.status(&second), OrderStatus::Pending);
+    let payments: Vec<(String, String)> = [&first, &second]
+        .iter()
+        .flat_map(|order| chain.shop.svc.order_payments(&order.order.order_id).expect("payments"))
+        .map(|payment| (payment.txid, payment.amount.to_string()))
+        .collect();
+    assert_eq!(payments.len(), 2, "{payments:?}");
+    assert!(payments.iter().any(|(_, amount)| amount == "10") && payments.iter().any(|(_, amount)| amount == "20"));
+    assert!(payments.iter().all(|(txid, _)| txid.starts_with(&tx)), "{payments:?}");
+    chain.anvil.mine(u64::from(CONFIRMATIONS));
+    assert_eq!(chain.watch().confirmed, 2);
+    assert_eq!(chain.status(&first), OrderStatus::Paid);
+    assert_eq!(chain.status(&second), OrderStatus::Paid);
+}

@@ -39,10 +39,13 @@ use crate::storage::WatchedInvoice;
 
 /// How long one request to a chain endpoint may take.
 const CHAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long after its quote expired an invoice's address is still watched, so a late
-/// payment is recorded (`order.paid_late`) for the merchant to decide on.
+/// How long after its quote expired an invoice's address is still watched, whatever the
+/// order's state, so a late payment (`order.paid_late`), a payment to a cancelled order
+/// or one more to a paid order is recorded for the merchant to decide on.
 const LATE_WATCH: Duration = Duration::from_secs(24 * 3600);
-/// Most invoices and unconfirmed payments one pass looks at; the rest wait for the next.
+/// Most unconfirmed payments one pass follows up; the rest wait for the next. (Every
+/// watched invoice is read each pass: an Ethereum block scanned without an invoice's
+/// address is never scanned for it again.)
 const WATCH_LIMIT: i64 = 1000;
 /// Most Ethereum blocks one pass scans; a watcher that was down catches up over passes.
 const MAX_BLOCKS_PER_PASS: u64 = 200;
@@ -205,7 +208,7 @@ impl Service {
     fn watched(&self, coins: &[&str]) -> Result<Vec<WatchedInvoice>> {
         let late_ms = i64::try_from(LATE_WATCH.as_millis()).unwrap_or(i64::MAX);
         let since = self.now().as_millis().saturating_sub(late_ms);
-        let invoices = self.store.read(|db| db.watched_invoices(self.environment(), since, WATCH_LIMIT))?;
+        let invoices = self.store.read(|db| db.watched_invoices(self.environment(), since, i64::MAX))?;
         Ok(invoices.into_iter().filter(|invoice| coins.contains(&invoice.currency.as_str())).collect())
     }
 
@@ -402,7 +405,7 @@ impl Service {
         Ok(())
     }
 
-    /// Records the token `Transfer`s to open invoices' addresses in blocks `from..=to`,
+    /// Records the token `Transfer`s to watched invoices' addresses in blocks `from..=to`,
     /// one payment per transaction and recipient (its transfers summed).
     fn scan_tokens(
         &self,
@@ -434,11 +437,21 @@ impl Service {
             let units = summed.entry((transfer.tx_hash, transfer.to, *coin)).or_insert(0);
             *units = units.saturating_add(transfer.units);
         }
+        // One transaction may pay several invoices (an exchange's batch payout): the first
+        // of them, in this order, is recorded under the bare hash (as every token payment
+        // was before, so none is recorded twice across an upgrade), each other one under
+        // `hash:recipient`, as Bitcoin's are under `txid:vout`.
+        let mut previous_hash: Option<String> = None;
         for ((tx_hash, to, coin), units) in summed {
             let Some(order_id) = open.get(coin).and_then(|addresses| addresses.get(&to)) else { continue };
             let Some(decimals) = money::coin_decimals(coin) else { continue };
             let Some(amount) = units_to_decimal(units, decimals) else { continue };
-            self.record_sighting("ethereum", report, order_id, &tx_hash, amount)?;
+            let id = match previous_hash.as_deref() == Some(tx_hash.as_str()) {
+                true => format!("{tx_hash}:{to}"),
+                false => tx_hash.clone(),
+            };
+            self.record_sighting("ethereum", report, order_id, &id, amount)?;
+            previous_hash = Some(tx_hash);
         }
         Ok(())
     }
