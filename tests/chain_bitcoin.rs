@@ -167,3 +167,36 @@ fn an_unreachable_api_is_reported_without_its_secrets_and_backed_off() {
     let debug = format!("{:?}", shop.svc.config().bitcoin_watch);
     assert!(!debug.contains("hunter2") && !debug.contains("KEY123"), "{debug}");
 }
+
+#[test]
+fn a_payment_mined_before_its_address_was_handed_out_does_not_pay_the_order() {
+    // Phase 2, with T0 (0.001 BTC to address 0) mined three days before the shop's
+    // clock: the key had received on that address before coinorder handed it out.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let before = dir.path().join("before");
+    copy_tree(&esplora_fixtures::phase("phase2"), &before);
+    let history = before.join(format!("address/{}/txs.json", BIP84_ADDRESSES[0]));
+    let mut txs: Value = serde_json::from_str(&std::fs::read_to_string(&history).expect("read")).expect("json");
+    let three_days_before = common::T0_MS / 1000 - 3 * 24 * 3600;
+    for tx in txs.as_array_mut().expect("array") {
+        if tx["txid"] == T0 {
+            tx["status"]["block_time"] = json!(three_days_before);
+        }
+    }
+    std::fs::write(&history, txs.to_string()).expect("write");
+    let server = esplora_fixtures::start(before);
+    let shop = shop(server.url());
+    let reused = order(&shop, "50");
+    assert_eq!(shop.svc.order(&reused).expect("order").invoice.address, BIP84_ADDRESSES[0]);
+
+    let report = shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.recorded, 0, "{report:?}");
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].contains(&format!("payment {T0}:0 to {}", BIP84_ADDRESSES[0])), "{report:?}");
+    assert!(report.errors[0].contains("was mined before order"), "{report:?}");
+    assert_eq!(status(&shop, &reused), OrderStatus::New);
+    assert!(shop.svc.payment(&format!("{T0}:0")).is_err(), "not recorded");
+    // Told once, not on every pass.
+    assert_eq!(watch(&shop), ChainWatchReport::default());
+    assert_eq!(status(&shop, &reused), OrderStatus::New);
+}

@@ -72,6 +72,8 @@ pub struct BitcoinPayment {
     pub sats: u64,
     /// Height of the block that holds it; None while in the mempool.
     pub block_height: Option<u64>,
+    /// That block's time (Unix seconds, as its miner stamped it); None in the mempool.
+    pub block_time: Option<u64>,
 }
 
 /// Where a transaction stands according to the API.
@@ -111,6 +113,8 @@ struct StatusJson {
     confirmed: bool,
     #[serde(default)]
     block_height: Option<u64>,
+    #[serde(default)]
+    block_time: Option<u64>,
 }
 
 /// The fields of an Esplora transaction this client reads; the others are ignored.
@@ -322,12 +326,17 @@ fn payments_in(transactions: Vec<TransactionJson>, address: &str) -> Result<Vec<
             TransactionStatus::Confirmed { block_height } => Some(block_height),
             _ => None,
         };
-        let payment = BitcoinPayment { txid: transaction.txid.to_ascii_lowercase(), vout, sats, block_height };
+        let block_time = block_height.and(transaction.status.block_time);
+        let payment =
+            BitcoinPayment { txid: transaction.txid.to_ascii_lowercase(), vout, sats, block_height, block_time };
         // The mempool and chain halves of the history are read one after the other, so a
         // transaction mined in between can be in both (only newer Blockstream electrs
         // merges them).
         match payments.iter_mut().find(|seen| seen.txid == payment.txid) {
-            Some(seen) => seen.block_height = seen.block_height.or(payment.block_height),
+            Some(seen) => {
+                seen.block_height = seen.block_height.or(payment.block_height);
+                seen.block_time = seen.block_time.or(payment.block_time);
+            }
             None => payments.push(payment),
         }
     }
@@ -432,10 +441,12 @@ mod tests {
         EsploraClient::new(url, Duration::from_secs(10)).expect("client")
     }
 
-    /// T0 pays at outputs 0 and 2, A and B at output 1.
+    /// T0 pays at outputs 0 and 2, A and B at output 1; the fixtures' one block (870001)
+    /// is stamped 1795327000.
     fn payment(txid: &str, sats: u64, block_height: Option<u64>) -> BitcoinPayment {
         let vout = if txid == T0 { 0 } else { 1 };
-        BitcoinPayment { txid: txid.to_string(), vout, sats, block_height }
+        let block_time = block_height.map(|_| 1_795_327_000);
+        BitcoinPayment { txid: txid.to_string(), vout, sats, block_height, block_time }
     }
 
     fn targets(server: &fixture_server::FixtureServer) -> Vec<String> {
@@ -586,7 +597,7 @@ mod tests {
 
     #[test]
     fn a_confirmed_status_without_height_is_an_error() {
-        let status = StatusJson { confirmed: true, block_height: None };
+        let status = StatusJson { confirmed: true, block_height: None, block_time: None };
         assert!(confirmed(&status).is_err());
     }
 
@@ -606,7 +617,13 @@ mod tests {
             tx(r#"{"confirmed":true,"block_height":870001,"block_hash":"00","block_time":1}"#)
         );
         let transactions: Vec<TransactionJson> = serde_json::from_str(&body).expect("json");
-        let merged = BitcoinPayment { txid: T0.to_string(), vout: 1, sats: 100_000, block_height: Some(870_001) };
+        let merged = BitcoinPayment {
+            txid: T0.to_string(),
+            vout: 1,
+            sats: 100_000,
+            block_height: Some(870_001),
+            block_time: Some(1),
+        };
         assert_eq!(payments_in(transactions, ADDRESS_0).expect("payments"), [merged]);
     }
 

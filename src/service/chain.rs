@@ -47,6 +47,11 @@ const LATE_WATCH: Duration = Duration::from_secs(24 * 3600);
 /// watched invoice is read each pass: an Ethereum block scanned without an invoice's
 /// address is never scanned for it again.)
 const WATCH_LIMIT: i64 = 1000;
+/// How far a block's time may trail the moment it was mined: miners stamp blocks
+/// loosely, and the network accepts times well behind real time (consensus only asks
+/// for more than the median of the 11 blocks before). A payment in a block stamped
+/// this long before its invoice was made was made before, to an address used earlier.
+const BLOCK_TIME_SLACK: Duration = Duration::from_secs(2 * 3600);
 /// Most Ethereum blocks one pass scans; a watcher that was down catches up over passes.
 const MAX_BLOCKS_PER_PASS: u64 = 200;
 /// Where the first Ethereum scan starts, in blocks before the tip, when none ran before.
@@ -97,9 +102,16 @@ impl From<Error> for PassFailure {
 pub(crate) struct WatchState {
     backoff: Mutex<HashMap<&'static str, (u32, Instant)>>,
     missing: Mutex<HashMap<String, u32>>,
+    /// Payments already reported as older than their invoice: told once per process.
+    told_older: Mutex<std::collections::HashSet<String>>,
 }
 
 impl WatchState {
+    /// True the first time `payment_id` is given: whether to report it.
+    fn first_telling(&self, payment_id: &str) -> bool {
+        self.told_older.lock().unwrap_or_else(|p| p.into_inner()).insert(payment_id.to_string())
+    }
+
     /// Whether `chain` may be tried now.
     fn ready(&self, chain: &'static str) -> bool {
         let backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
@@ -301,6 +313,21 @@ impl Service {
             for payment in payments {
                 let Some(amount) = sats_to_btc(payment.sats) else { continue };
                 let id = format!("{}:{}", payment.txid, payment.vout);
+                // Esplora lists the address's whole history: a payment mined before the
+                // address was handed out (a key that received before, or a counter that
+                // started again) paid someone else, not this invoice.
+                let slack_ms = i64::try_from(BLOCK_TIME_SLACK.as_millis()).unwrap_or(i64::MAX);
+                let mined_ms = payment.block_time.and_then(|t| i64::try_from(t).ok()).map(|t| t.saturating_mul(1000));
+                if mined_ms.is_some_and(|mined| mined.saturating_add(slack_ms) < invoice.created_at_ms) {
+                    if self.chain_state.first_telling(&id) {
+                        report.errors.push(format!(
+                            "bitcoin: payment {id} to {} was mined before order {} was made: not counted \
+                             (the address received before; use a key that never did)",
+                            invoice.address, invoice.order_id
+                        ));
+                    }
+                    continue;
+                }
                 self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount)?;
             }
         }

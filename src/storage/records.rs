@@ -91,4 +91,6 @@ pub(crate) struct WatchedInvoice {
     pub order_id: String,
     pub currency: String,
     pub address: String,
+    /// When the order (and its address) was made, epoch milliseconds.
+    pub created_at_ms: i64,
 }

@@ -387,7 +387,7 @@ pub(super) fn wallet(row: &dyn RowValues) -> Result<WalletRow> {
 pub(super) fn watched_invoices_sql(invoices: &InvoiceSql, environment: &str, late_since: &str, limit: &str) -> String {
     let InvoiceSql { orders_with_invoices, currency, status, expired_at, address, derivation_index, .. } = invoices;
     format!(
-        "SELECT o.order_id, {currency}, {address} FROM {orders_with_invoices}
+        "SELECT o.order_id, {currency}, {address}, o.created_at FROM {orders_with_invoices}
          WHERE {derivation_index} IS NOT NULL AND o.environment = {environment}
            AND ({status} IN ('{new}', '{pending}') OR {expired_at} >= {late_since})
          ORDER BY {expired_at} LIMIT {limit}",
@@ -415,7 +415,12 @@ pub(super) fn watched_unconfirmed_payments_sql(
     )
 }
 
-/// A row of [`watched_invoices_sql`]: order id, coin, address.
+/// A row of [`watched_invoices_sql`]: order id, coin, address, when the order was made.
 pub(super) fn watched_invoice(row: &dyn RowValues) -> Result<WatchedInvoice> {
-    Ok(WatchedInvoice { order_id: row.text(0)?, currency: row.text(1)?, address: row.text(2)? })
+    Ok(WatchedInvoice {
+        order_id: row.text(0)?,
+        currency: row.text(1)?,
+        address: row.text(2)?,
+        created_at_ms: row.int(3)?,
+    })
 }
