@@ -148,6 +148,16 @@ impl WatchOnlyWallet {
         self.account_id.clone()
     }
 
+    /// Of `existing` account ids, the one whose key is this wallet's key (its public key
+    /// and chain code, for the same kind of address) under other metadata: the same key
+    /// exported by another tool (another parent fingerprint, `tpub` for `xpub`) has
+    /// another text, and a counter of its own would hand out addresses again from 0.
+    /// `None` when no other id holds this key.
+    pub fn same_key_account<'a>(&self, existing: &'a [String]) -> Option<&'a String> {
+        let own = key_of_account_id(&self.account_id)?;
+        existing.iter().find(|id| **id != self.account_id && key_of_account_id(id) == Some(own))
+    }
+
     /// The receive address at `index` (0-based). Index must be < 2^31 (non-hardened).
     pub fn address(&self, index: u32) -> Result<String> {
         if index >= HARDENED {
@@ -510,6 +520,19 @@ fn parse_ethereum(coin: &'static str, text: &str, environment: Environment) -> R
     };
     let chain = account.ckd_pub(&SECP, ChildNumber::Normal { index: 0 }).map_err(|e| derivation_failed(&e))?;
     Ok(WatchOnlyWallet { coin, descriptor, account_id: format!("eth:{account}"), kind: Kind::Ethereum { chain } })
+}
+
+/// The kind of address and the key material (public key, chain code) an account id
+/// stands for: `eth:<xpub>` or `btc:wpkh(<xpub>/0/*)`, as [`WatchOnlyWallet::account_id`]
+/// writes them. `None` for any other text.
+fn key_of_account_id(id: &str) -> Option<(&'static str, [u8; 33], [u8; 32])> {
+    let (kind, key_text) = match (id.strip_prefix("eth:"), id.strip_prefix("btc:wpkh(")) {
+        (Some(key), _) => ("eth", key),
+        (_, Some(rest)) => ("btc", rest.strip_suffix("/0/*)")?),
+        _ => return None,
+    };
+    let key = Xpub::from_str(key_text).ok()?;
+    Some((kind, key.public_key.serialize(), key.chain_code.to_bytes()))
 }
 
 /// The Ethereum address of `key`: the last 20 bytes of keccak256 of the uncompressed

@@ -128,6 +128,34 @@ fn coins_set_to_one_key_share_its_counter_and_a_reset_key_never_goes_back() {
 }
 
 #[test]
+fn the_same_key_exported_with_other_metadata_keeps_its_counter() {
+    // One key, as two tools export it: with its real parent fingerprint, and with a zero
+    // one. Before, the second was a new counter, which handed out index 0 again.
+    let shop = live();
+    let xpub = ethereum_account_xpub();
+    let mut other: bitcoin::bip32::Xpub = xpub.parse().expect("xpub");
+    other.parent_fingerprint = bitcoin::bip32::Fingerprint::default();
+    let other = other.to_string();
+    assert_ne!(other, xpub);
+    shop.svc.set_wallet("ETH", &xpub).expect("set ETH");
+    let merchant = merchant(&shop);
+    let first = shop.svc.create_order(&merchant, &order_in("ETH", None)).expect("order").order.invoice;
+    let again = shop.svc.set_wallet("ETH", &other).expect("set ETH again");
+    assert_eq!(again.first_address, BIP44_ETH_ADDRESS_0, "the same key");
+    assert_eq!(again.next_index, 1, "its counter, not a new one");
+    let second = shop.svc.create_order(&merchant, &order_in("ETH", None)).expect("order").order.invoice;
+    assert_eq!((first.derivation_index, second.derivation_index), (Some(0), Some(1)));
+    assert_ne!(first.address, second.address);
+    // USDT given that text shares the counter too.
+    shop.svc.set_wallet("USDT", &other).expect("set USDT");
+    let third = shop.svc.create_order(&merchant, &order_in("USDT", None)).expect("order").order.invoice;
+    assert_eq!(third.derivation_index, Some(2));
+    // The same key as a Bitcoin account is another kind of address, with its own counter.
+    let btc = shop.svc.set_wallet("BTC", BIP84_ZPUB).expect("set BTC");
+    assert_eq!(btc.next_index, 0);
+}
+
+#[test]
 fn private_keys_wrong_networks_and_unknown_coins_are_refused_naming_the_field() {
     let shop = live();
     let xprv = "xprv9s21ZrQH143K3GJpoapnV8SFfukcVBSfeCficPSGfubmSFDxo1kuHnLisriDvSnRRuL2Qrg5ggqHKNVpxR86QEC8w35uxmGoggxtQTPvfUu";

@@ -62,7 +62,11 @@ impl Service {
         let now = self.now();
         let environment = self.environment();
         let row = self.store.write(|db| {
-            db.upsert_wallet(environment, &coin, wallet.descriptor(), &wallet.account_id(), now)?;
+            // The same key under another text keeps the counter it has, so no address is
+            // handed out twice.
+            let existing = db.wallet_account_ids(environment)?;
+            let account_id = wallet.same_key_account(&existing).cloned().unwrap_or_else(|| wallet.account_id());
+            db.upsert_wallet(environment, &coin, wallet.descriptor(), &account_id, now)?;
             db.wallet(environment, &coin)
         })?;
         let row = row.ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("wallets: {coin} vanished after set"))))?;

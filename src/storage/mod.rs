@@ -490,6 +490,9 @@ dispatch! {
     fn upsert_wallet(environment: Environment, coin: &str, descriptor: &str, account_id: &str, now: Timestamp) -> Result<()>;
     /// Every wallet of `environment`, by coin.
     fn wallets(environment: Environment) -> Result<Vec<WalletRow>>;
+    /// The account ids of every key counter of `environment`, also of keys no wallet uses
+    /// any more.
+    fn wallet_account_ids(environment: Environment) -> Result<Vec<String>>;
     /// The wallet of `coin`, if set.
     fn wallet(environment: Environment, coin: &str) -> Result<Option<WalletRow>>;
     /// Removes the wallet of `coin` (its key's counter stays); false when there was none.
@@ -500,7 +503,7 @@ dispatch! {
     /// create gives its index back, so none is skipped.
     fn take_derivation_index(environment: Environment, account_id: &str) -> Result<i64>;
     /// Invoices with a derived address that may still be paid: NEW and PENDING ones, and
-    /// EXPIRED or FAILED ones whose quote ended at or after `late_since_ms` (a payment
+    /// any whose quote ended at or after `late_since_ms` (a payment
     /// then is `order.paid_late`); oldest quote first, at most `limit`.
     fn watched_invoices(environment: Environment, late_since_ms: i64, limit: i64) -> Result<Vec<WatchedInvoice>>;
     /// Unconfirmed payments toward invoices with a derived address, first seen first.

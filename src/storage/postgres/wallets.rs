@@ -60,6 +60,14 @@ impl PgConn {
         Ok(deleted == 1)
     }
 
+    pub(crate) fn wallet_account_ids(&self, environment: Environment) -> Result<Vec<String>> {
+        self.query(
+            "SELECT account_id FROM wallet_accounts WHERE environment = $1 ORDER BY account_id",
+            &[&environment.as_str()],
+            |row| row.text(0),
+        )
+    }
+
     // The UPDATE takes the counter's row lock until commit: a concurrent create waits,
     // then (SERIALIZABLE) fails as a serialization failure and PgStore::write runs it
     // again, when it reads the winner's number.

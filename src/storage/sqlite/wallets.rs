@@ -68,6 +68,14 @@ impl SqliteConn<'_> {
         Ok(deleted == 1)
     }
 
+    pub(crate) fn wallet_account_ids(&self, environment: Environment) -> Result<Vec<String>> {
+        self.query(
+            "SELECT account_id FROM wallet_accounts WHERE environment = :environment ORDER BY account_id",
+            named_params! {":environment": environment.as_str()},
+            |row| row.text(0),
+        )
+    }
+
     pub(crate) fn take_derivation_index(&self, environment: Environment, account_id: &str) -> Result<i64> {
         self.query_opt(
             "UPDATE wallet_accounts SET next_index = next_index + 1
