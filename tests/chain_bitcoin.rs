@@ -200,3 +200,34 @@ fn a_payment_mined_before_its_address_was_handed_out_does_not_pay_the_order() {
     assert_eq!(watch(&shop), ChainWatchReport::default());
     assert_eq!(status(&shop, &reused), OrderStatus::New);
 }
+
+#[test]
+fn a_replacement_paying_less_fails_the_order_instead_of_leaving_it_pending() {
+    // Phase 1: A (50,000 sat, the whole invoice) in the mempool. Then A is gone and its
+    // replacement B pays only 25,000 sat, mined two blocks deep. Before, A's rejection
+    // waited for B forever once B was confirmed: the order stayed PENDING, counting
+    // 50,000 sat that never arrived.
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let _paid = order(&shop, "50");
+    let short = order(&shop, "25"); // 0.0005 BTC to address 1
+    assert_eq!(watch(&shop).recorded, 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let smaller = phase3(dir.path());
+    let history = smaller.join(format!("address/{}/txs.json", BIP84_ADDRESSES[1]));
+    let mut txs: Value = serde_json::from_str(&std::fs::read_to_string(&history).expect("read")).expect("json");
+    for tx in txs.as_array_mut().expect("array") {
+        if tx["txid"] == B {
+            tx["vout"][1]["value"] = json!(25_000);
+        }
+    }
+    std::fs::write(&history, txs.to_string()).expect("write");
+    server.set_phase(smaller);
+    for _ in 0..MISSING_PASSES {
+        watch(&shop);
+    }
+    let b = shop.svc.payment(&format!("{B}:1")).expect("B");
+    assert_eq!((b.amount.to_string().as_str(), b.state), ("0.00025", PaymentState::Confirmed));
+    assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);
+    assert_eq!(status(&shop, &short), OrderStatus::Failed);
+}

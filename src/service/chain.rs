@@ -267,10 +267,13 @@ impl Service {
     }
 
     /// Whether a vanished payment has a replacement still on its way: another payment of
-    /// its open order, seen in time, not rejected and not itself missing (RBF: the
+    /// its open order, seen in time, unconfirmed and not itself missing (RBF: the
     /// customer's wallet replaced the transaction with one paying the same address).
     /// Rejecting the first would fail the order (DESIGN §6) while the money is coming,
-    /// so its rejection waits until the order is settled either way.
+    /// so its rejection waits for that one. A confirmed payment is no reason to wait: had
+    /// it covered the order, the order would be PAID; if it does not (a replacement paying
+    /// less), the vanished payment is gone for good, and waiting would leave the order
+    /// PENDING forever with money counted that never arrived.
     fn replaced_in_flight(&self, vanished: &Payment) -> Result<bool> {
         let order = self.order(&vanished.order_id)?;
         if order.order.status.is_terminal() {
@@ -281,9 +284,8 @@ impl Service {
             other.txid != vanished.txid
                 && other.counts
                 && match other.state {
-                    PaymentState::Confirmed => true,
                     PaymentState::Unconfirmed => !self.chain_state.is_missing(&other.txid),
-                    PaymentState::Rejected => false,
+                    PaymentState::Confirmed | PaymentState::Rejected => false,
                 }
         }))
     }
