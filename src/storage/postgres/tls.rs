@@ -117,18 +117,19 @@ pub(super) fn tls_target(url: &str) -> Result<TlsTarget> {
         None => trusted_roots(None),
     };
     let config = match check {
-        Check::Nothing => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly { provider }))
-            .with_no_client_auth(),
-        Check::Chain => {
-            let roots = Arc::new(roots()?);
-            let full = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                .build()
-                .map_err(|e| config_error(format!("TLS setup for PostgreSQL: {e}")))?;
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(ChainOnly { full })).with_no_client_auth()
-        }
         Check::ChainAndHost => builder.with_root_certificates(roots()?).with_no_client_auth(),
+        Check::Nothing | Check::Chain => {
+            let chain = match check {
+                Check::Chain => Some(
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots()?), provider.clone())
+                        .build()
+                        .map_err(|e| config_error(format!("TLS setup for PostgreSQL: {e}")))?,
+                ),
+                _ => None,
+            };
+            let check = LooserCheck { provider, chain };
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(check)).with_no_client_auth()
+        }
     };
     Ok(TlsTarget { url: format!("{base}?{}", kept.join("&")), config })
 }
@@ -179,26 +180,41 @@ fn config_error(message: String) -> Error {
     Error::new(ErrorKind::Config(message))
 }
 
-/// Accepts any certificate, as libpq does for `prefer` without a root file: the
-/// connection is encrypted against a passive listener, not against a man in the middle
-/// (who could as well refuse TLS, which `prefer` then does without). The handshake's
-/// signatures are still checked, so the server must hold the key of the certificate it
-/// shows.
+/// The certificate check of `prefer` without a root file and of `verify-ca`, which
+/// rustls's own verifier does not offer: the handshake's signatures are checked either
+/// way, so the server must hold the key of the certificate it shows.
 #[derive(Debug)]
-struct EncryptOnly {
+struct LooserCheck {
+    /// What signatures are checked with.
     provider: Arc<CryptoProvider>,
+    /// `None`: any certificate, as libpq takes it for `prefer` without a root file (the
+    /// connection is encrypted against a passive listener, not against a man in the
+    /// middle, who could as well refuse TLS, which `prefer` then does without).
+    /// `Some`: `verify-ca`, the full check except that the certificate need not name
+    /// the host.
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-impl ServerCertVerifier for EncryptOnly {
+impl ServerCertVerifier for LooserCheck {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(full) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        // The name is checked last, after the chain: failing only there means the chain
+        // is good.
+        match full.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            outcome => outcome,
+        }
     }
 
     fn verify_tls12_signature(
@@ -221,54 +237,6 @@ impl ServerCertVerifier for EncryptOnly {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the full check, except that the certificate need not name the host.
-#[derive(Debug)]
-struct ChainOnly {
-    full: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        // The name is checked last, after the chain: failing only there means the chain
-        // is good.
-        match self.full.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            outcome => outcome,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.full.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.full.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.full.supported_verify_schemes()
     }
 }
 
