@@ -220,7 +220,7 @@ impl Service {
     fn watched(&self, coins: &[&str]) -> Result<Vec<WatchedInvoice>> {
         let late_ms = i64::try_from(LATE_WATCH.as_millis()).unwrap_or(i64::MAX);
         let since = self.now().as_millis().saturating_sub(late_ms);
-        let invoices = self.store.read(|db| db.watched_invoices(self.environment(), since, i64::MAX))?;
+        let invoices = self.store.read(|db| db.watched_invoices(self.environment(), since))?;
         Ok(invoices.into_iter().filter(|invoice| coins.contains(&invoice.currency.as_str())).collect())
     }
 

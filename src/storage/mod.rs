@@ -503,9 +503,9 @@ dispatch! {
     /// create gives its index back, so none is skipped.
     fn take_derivation_index(environment: Environment, account_id: &str) -> Result<i64>;
     /// Invoices with a derived address that may still be paid: NEW and PENDING ones, and
-    /// any whose quote ended at or after `late_since_ms` (a payment
-    /// then is `order.paid_late`); oldest quote first, at most `limit`.
-    fn watched_invoices(environment: Environment, late_since_ms: i64, limit: i64) -> Result<Vec<WatchedInvoice>>;
+    /// any whose quote ended at or after `late_since_ms` (a payment then is recorded for
+    /// the merchant to see); oldest quote first, all of them.
+    fn watched_invoices(environment: Environment, late_since_ms: i64) -> Result<Vec<WatchedInvoice>>;
     /// Unconfirmed payments toward invoices with a derived address, first seen first.
     fn watched_unconfirmed_payments(environment: Environment, limit: i64) -> Result<Vec<Payment>>;
     /// The next block the watcher of `chain` scans, if it has run before.

@@ -380,17 +380,17 @@ pub(super) fn wallet(row: &dyn RowValues) -> Result<WalletRow> {
 
 /// The chain watcher's invoices (`watched_invoices`) on either backend, given where its
 /// schema keeps invoices and its placeholders for the environment, the earliest expiry
-/// still watched and the limit: open invoices with a derived address, and any whose quote
+/// still watched: open invoices with a derived address, and any whose quote
 /// ran out since then, whatever their state (a payment to an expired, failed, paid or
 /// cancelled order is recorded for the merchant to see, DESIGN §6). [`watched_invoice`]
 /// reads the rows.
-pub(super) fn watched_invoices_sql(invoices: &InvoiceSql, environment: &str, late_since: &str, limit: &str) -> String {
+pub(super) fn watched_invoices_sql(invoices: &InvoiceSql, environment: &str, late_since: &str) -> String {
     let InvoiceSql { orders_with_invoices, currency, status, expired_at, address, derivation_index, .. } = invoices;
     format!(
         "SELECT o.order_id, {currency}, {address}, o.created_at FROM {orders_with_invoices}
          WHERE {derivation_index} IS NOT NULL AND o.environment = {environment}
            AND ({status} IN ('{new}', '{pending}') OR {expired_at} >= {late_since})
-         ORDER BY {expired_at} LIMIT {limit}",
+         ORDER BY {expired_at}",
         new = OrderStatus::New.as_str(),
         pending = OrderStatus::Pending.as_str(),
     )

@@ -82,14 +82,9 @@ impl PgConn {
         .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("wallet_accounts: no counter for {account_id:?}"))))
     }
 
-    pub(crate) fn watched_invoices(
-        &self,
-        environment: Environment,
-        late_since_ms: i64,
-        limit: i64,
-    ) -> Result<Vec<WatchedInvoice>> {
-        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, "$1", "$2", "$3");
-        self.query(&sql, &[&environment.as_str(), &late_since_ms, &limit], rows::watched_invoice)
+    pub(crate) fn watched_invoices(&self, environment: Environment, late_since_ms: i64) -> Result<Vec<WatchedInvoice>> {
+        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, "$1", "$2");
+        self.query(&sql, &[&environment.as_str(), &late_since_ms], rows::watched_invoice)
     }
 
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {

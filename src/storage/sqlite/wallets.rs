@@ -87,16 +87,11 @@ impl SqliteConn<'_> {
         .ok_or_else(|| Error::new(ErrorKind::Corrupt(format!("wallet_accounts: no counter for {account_id:?}"))))
     }
 
-    pub(crate) fn watched_invoices(
-        &self,
-        environment: Environment,
-        late_since_ms: i64,
-        limit: i64,
-    ) -> Result<Vec<WatchedInvoice>> {
-        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, ":environment", ":late_since", ":limit");
+    pub(crate) fn watched_invoices(&self, environment: Environment, late_since_ms: i64) -> Result<Vec<WatchedInvoice>> {
+        let sql = rows::watched_invoices_sql(&super::orders::INVOICES, ":environment", ":late_since");
         self.query(
             &sql,
-            named_params! {":environment": environment.as_str(), ":late_since": late_since_ms, ":limit": limit},
+            named_params! {":environment": environment.as_str(), ":late_since": late_since_ms},
             rows::watched_invoice,
         )
     }
