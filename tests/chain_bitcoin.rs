@@ -231,3 +231,32 @@ fn a_replacement_paying_less_fails_the_order_instead_of_leaving_it_pending() {
     assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);
     assert_eq!(status(&shop, &short), OrderStatus::Failed);
 }
+
+#[test]
+fn a_bitcoin_payment_is_followed_up_however_many_other_payments_wait_before_it() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let paid = order(&shop, "50"); // T0 pays it in phase 1, confirms in phase 2
+                                   // 1,001 live ETH orders, each with an unconfirmed payment its host recorded first:
+                                   // more than one pass follows up, all older than T0.
+    shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
+    shop.svc.set_wallet("ETH", &common::wallets::ethereum_account_xpub()).expect("ETH wallet");
+    let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
+    for n in 0..1001 {
+        let request = CreateOrder {
+            currency: "USD".into(),
+            amount: "25".parse().expect("amount"),
+            pay_currency: Some("ETH".into()),
+            ..Default::default()
+        };
+        let created = shop.svc.create_order(&merchant, &request).expect("create").order;
+        assert!(created.invoice.derivation_index.is_some());
+        let id = format!("0x{n:064x}");
+        shop.svc.record_payment(&created.order.order_id, &id, "0.001".parse().expect("amount"), false).expect("record");
+    }
+    shop.clock.advance_ms(1);
+    assert_eq!(watch(&shop).recorded, 1, "T0");
+    server.set_phase(esplora_fixtures::phase("phase2"));
+    assert_eq!(watch(&shop).confirmed, 1, "T0 is two blocks deep");
+    assert_eq!(status(&shop, &paid), OrderStatus::Paid);
+}

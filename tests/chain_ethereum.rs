@@ -34,9 +34,14 @@ struct Chain {
 /// anvil with the test token, and a live shop watching it: ETH at 2,500 USD, the token
 /// as USDT at 1 USD, both with wallets from one xpub.
 fn chain() -> Chain {
+    chain_with_token_decimals(6)
+}
+
+/// [`chain`] with a token of `decimals` places watched as USDT.
+fn chain_with_token_decimals(decimals: u8) -> Chain {
     let anvil = Anvil::start();
     let payer = anvil.accounts()[0].clone();
-    let token = anvil.deploy_token(&payer);
+    let token = anvil.deploy_token_with_decimals(&payer, decimals);
     let (url, contract) = (anvil.url(), token.clone());
     let shop = harness_with(Environment::Live, move |config| {
         config.ethereum_watch = Some(EthereumWatch {
@@ -322,6 +327,8 @@ fn one_token_transaction_paying_two_invoices_pays_both() {
         transfer(&first.invoice.address, 10_000_000),
         transfer(&second.invoice.address, 20_000_000)
     );
+    // The watcher asks the token's decimals once: while it is still the token.
+    assert_eq!(chain.watch(), ChainWatchReport::default());
     // The token's own address now runs that code: the watcher knows it as USDT.
     chain.anvil.rpc("anvil_setCode", serde_json::json!([chain.token, code]));
     let tx = chain.anvil.send(serde_json::json!({"from": chain.payer, "to": chain.token}));
@@ -340,4 +347,40 @@ fn one_token_transaction_paying_two_invoices_pays_both() {
     assert_eq!(chain.watch().confirmed, 2);
     assert_eq!(chain.status(&first), OrderStatus::Paid);
     assert_eq!(chain.status(&second), OrderStatus::Paid);
+}
+
+#[test]
+fn a_token_whose_contract_has_other_decimals_than_its_coin_is_read_in_the_contracts() {
+    // USDT with 18 decimals, as on BNB Smart Chain: 12.5 tokens are 12.5 × 10^18 units.
+    let chain = chain_with_token_decimals(18);
+    let usdt = chain.order("USDT", "12.5");
+    // 12,500,000 units: 12.5 USDT if read with the coin's 6 places, a dust of
+    // 0.0000000000125 tokens in truth, cut to nothing.
+    chain.anvil.send_token(&chain.token, &chain.payer, &usdt.invoice.address, 12_500_000);
+    assert_eq!(chain.watch(), ChainWatchReport::default(), "dust records nothing");
+    assert_eq!(chain.status(&usdt), OrderStatus::New);
+    // 12.5 tokens and one unit: the unit is beyond USDT's places and is cut.
+    let paid = chain.anvil.send_token(&chain.token, &chain.payer, &usdt.invoice.address, 12_500_000_000_000_000_001);
+    assert_eq!(chain.watch().recorded, 1);
+    let payment = chain.shop.svc.payment(&paid).expect("recorded");
+    assert_eq!(payment.amount, "12.5".parse().expect("decimal"), "{}", payment.amount);
+    chain.anvil.mine(u64::from(CONFIRMATIONS));
+    assert_eq!(chain.watch().confirmed, 1);
+    assert_eq!(chain.status(&usdt), OrderStatus::Paid);
+}
+
+#[test]
+fn a_token_contract_that_declares_no_decimals_is_reported_and_ether_is_still_watched() {
+    let chain = chain();
+    let eth = chain.order("ETH", "25"); // 0.01 ETH
+    chain.order("USDT", "10");
+    // The token's address now holds a contract that stops at once: no `decimals()`.
+    chain.anvil.rpc("anvil_setCode", serde_json::json!([chain.token, "0x00"]));
+    chain.anvil.send_eth(&chain.payer, &eth.invoice.address, ETHER / 100);
+    let report = chain.shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.recorded, 1, "{report:?}");
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].contains(&format!("token USDT at {} declares no decimals()", chain.token)), "{report:?}");
+    assert!(report.backing_off.is_empty(), "the endpoint did not fail: {report:?}");
+    assert_eq!(chain.status(&eth), OrderStatus::Pending);
 }

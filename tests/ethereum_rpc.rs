@@ -207,3 +207,23 @@ fn errors_show_neither_credentials_nor_api_key() {
     let debug = format!("{client:?} {error:?}");
     assert!(!debug.contains("secret") && !debug.contains("KEY"), "{debug}");
 }
+
+#[test]
+fn a_tokens_decimals_are_asked_of_its_contract() {
+    let anvil = Anvil::start();
+    let client = client(&anvil);
+    let payer = anvil.accounts()[0].clone();
+    let six = anvil.deploy_token(&payer);
+    let eighteen = anvil.deploy_token_with_decimals(&payer, 18);
+    assert_eq!(client.token_decimals(&six).expect("decimals"), Some(6));
+    assert_eq!(client.token_decimals(&upper(&eighteen)).expect("any case"), Some(18));
+    // An account with no code answers an empty result: it declares nothing.
+    assert_eq!(client.token_decimals(MERCHANT).expect("no code"), None);
+    // A contract that reverts (PUSH1 0, PUSH1 0, REVERT), and one that returns a word
+    // too big for a uint8 (PUSH2 0x0100, PUSH1 0, MSTORE, PUSH1 32, PUSH1 0, RETURN).
+    anvil.rpc("anvil_setCode", serde_json::json!([OTHER, "0x60006000fd"]));
+    assert_eq!(client.token_decimals(OTHER).expect("reverted"), None);
+    anvil.rpc("anvil_setCode", serde_json::json!([OTHER, "0x61010060005260206000f3"]));
+    assert_eq!(client.token_decimals(OTHER).expect("not a uint8"), None);
+    assert!(client.token_decimals("0x1234").is_err(), "not an address");
+}

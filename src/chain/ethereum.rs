@@ -252,6 +252,35 @@ impl EthereumClient {
         Ok(transfers)
     }
 
+    /// The decimals `contract` declares (ERC-20's optional `decimals()`, by `eth_call` at
+    /// the latest block): the power of ten its `Transfer` values are in. `None` when the
+    /// contract has no such function (an empty result, or the call reverted) or answers
+    /// a value that is not a `uint8`; an endpoint that failed is an `Err`.
+    pub fn token_decimals(&self, contract: &str) -> Result<Option<u8>, RpcError> {
+        const METHOD: &str = "eth_call";
+        /// The selector of `decimals()`: the first 4 bytes of its signature's Keccak-256.
+        const DECIMALS_SELECTOR: &str = "0x313ce567";
+        let contract = normalized_address(contract).map_err(|e| self.invalid(METHOD, &e))?;
+        let result = match self.call(METHOD, json!([{"to": contract, "data": DECIMALS_SELECTOR}, "latest"])) {
+            Ok(result) => result,
+            // Nodes report a revert as an error (code 3 with geth and anvil, -32000 with
+            // some others) saying so; it is the contract's answer, not the endpoint failing.
+            Err(error) if error.code.is_some() && error.message.to_ascii_lowercase().contains("execution reverted") => {
+                return Ok(None)
+            }
+            Err(error) => return Err(error),
+        };
+        let text = result.as_str().ok_or_else(|| self.malformed(METHOD, "the result is not a hex string"))?;
+        if text == "0x" {
+            return Ok(None);
+        }
+        match parse_hex_u128(text) {
+            Ok(value) if text.len() == 66 => Ok(u8::try_from(value).ok()),
+            Ok(_) => Ok(None),
+            Err(e) => Err(self.malformed(METHOD, &e)),
+        }
+    }
+
     /// The receipt of `tx_hash` (`eth_getTransactionReceipt`): `None` while the
     /// transaction is not mined, and again once it is dropped or reorged out.
     pub fn receipt(&self, tx_hash: &str) -> Result<Option<Receipt>, RpcError> {

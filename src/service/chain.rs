@@ -6,14 +6,17 @@
 //!    recorded unconfirmed, which moves a NEW order to PENDING. Bitcoin asks the Esplora
 //!    API for each address's transactions; Ethereum scans new blocks for ETH transfers
 //!    and asks the node for the token contracts' `Transfer` logs, going on from a stored
-//!    cursor so that nothing mined while the watcher was down is missed.
-//! 2. **Follow-up.** Each unconfirmed payment to a derived address is looked up again:
+//!    cursor so that nothing mined while the watcher was down is missed. A token's
+//!    values are read in the decimals its contract declares, not the coin's.
+//! 2. **Follow-up.** Each unconfirmed payment to a derived address is looked up again
+//!    (at most [`FOLLOW_UP_LIMIT`] a pass, each pass going on after the last):
 //!    deep enough (the configured confirmations) → confirmed, which pays the order once
 //!    confirmed payments cover it; gone from the chain and the mempool (replaced, dropped,
 //!    or reorganised away) on [`MISSING_PASSES`] passes in a row → rejected, which fails
 //!    a PENDING order (DESIGN §6). A vanished payment whose order has another payment
 //!    still on its way (a replacement by fee bump pays the same address) is rejected
-//!    only once that order is settled, so a replacement never fails the order.
+//!    only once that one is no longer unconfirmed, so a replacement never fails the
+//!    order it pays in full.
 //!
 //! Everything goes through [`Service::record_payment`], [`Service::confirm_payment`] and
 //! [`Service::reject_payment`]: the watcher adds no rule of its own to the state machine.
@@ -36,6 +39,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::money;
 use crate::payments::{Payment, PaymentState};
 use crate::storage::WatchedInvoice;
+use crate::time::Timestamp;
 
 /// How long one request to a chain endpoint may take.
 const CHAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,10 +47,12 @@ const CHAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// order's state, so a late payment (`order.paid_late`), a payment to a cancelled order
 /// or one more to a paid order is recorded for the merchant to decide on.
 const LATE_WATCH: Duration = Duration::from_secs(24 * 3600);
-/// Most unconfirmed payments one pass follows up; the rest wait for the next. (Every
-/// watched invoice is read each pass: an Ethereum block scanned without an invoice's
-/// address is never scanned for it again.)
-const WATCH_LIMIT: i64 = 1000;
+/// Most unconfirmed payments one pass of a chain follows up (one request each): the
+/// next pass goes on after the last one followed, and wraps around, so each is followed
+/// at least once every ⌈n / 1,000⌉ passes however many wait. (Every watched invoice is
+/// read each pass: an Ethereum block scanned without an invoice's address is never
+/// scanned for it again.)
+const FOLLOW_UP_LIMIT: usize = 1000;
 /// How far a block's time may trail the moment it was mined: miners stamp blocks
 /// loosely, and the network accepts times well behind real time (consensus only asks
 /// for more than the median of the 11 blocks before). A payment in a block stamped
@@ -104,6 +110,12 @@ pub(crate) struct WatchState {
     missing: Mutex<HashMap<String, u32>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
+    /// The decimals each token contract declared, by lower-case address: asked once per
+    /// process, as a contract's decimals do not change.
+    token_decimals: Mutex<HashMap<String, u32>>,
+    /// By chain, the last unconfirmed payment followed up (first seen, id): where the
+    /// next pass's follow-up goes on.
+    followed_up_to: Mutex<HashMap<&'static str, (Timestamp, String)>>,
 }
 
 impl WatchState {
@@ -147,6 +159,36 @@ impl WatchState {
     fn seen(&self, txid: &str) {
         self.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(txid);
     }
+}
+
+/// `units` of a token whose contract declares `decimals`, in `coin`: exact when the
+/// contract has no more decimals than the coin (USDT and USDC have 6 on Ethereum), else
+/// cut to the coin's places, so a digit the invoice cannot hold never pays for the
+/// merchant. The same coin has other decimals elsewhere (18 for USDT on BNB Smart
+/// Chain); reading its values with the coin's would count 10^12 times what was paid.
+/// `None` for an unknown coin or an amount beyond a [`Decimal`].
+fn token_amount(units: u128, decimals: u32, coin: &str) -> Option<Decimal> {
+    let places = money::coin_decimals(coin)?;
+    let amount = units_to_decimal(units, decimals)?;
+    Some(match decimals > places {
+        true => amount.round_dp_with_strategy(places, rust_decimal::RoundingStrategy::ToZero),
+        false => amount,
+    })
+}
+
+/// At most `limit` of `payments` (ordered by first seen, then id), starting with the
+/// first after `after` and wrapping around to the start: a window that moves on each
+/// pass, so a long queue of payments that stay unconfirmed (a fee too low to be mined
+/// soon) cannot keep later ones from being followed.
+fn follow_up_window(payments: Vec<Payment>, after: Option<&(Timestamp, String)>, limit: usize) -> Vec<Payment> {
+    let start = after.map_or(0, |(seen_at, txid)| {
+        payments.partition_point(|payment| (payment.seen_at, payment.txid.as_str()) <= (*seen_at, txid.as_str()))
+    });
+    let start = if start >= payments.len() { 0 } else { start };
+    let mut payments = payments;
+    payments.rotate_left(start);
+    payments.truncate(limit);
+    payments
 }
 
 /// The transaction hash or id a payment id starts with (`txid:vout` → `txid`).
@@ -214,6 +256,23 @@ impl Service {
             }
             Err(PassFailure::Store(error)) => Err(error),
         }
+    }
+
+    /// The decimals `contract` declares, asked of the node the first time; `None` when it
+    /// declares none (its transfers cannot be read as amounts).
+    fn token_decimals(&self, client: &EthereumClient, contract: &str) -> std::result::Result<Option<u32>, PassFailure> {
+        if let Some(&decimals) = self.chain_state.token_decimals.lock().unwrap_or_else(|p| p.into_inner()).get(contract)
+        {
+            return Ok(Some(decimals));
+        }
+        let declared = client.token_decimals(contract).map_err(|e| PassFailure::Endpoint(e.to_string()))?;
+        let Some(decimals) = declared.map(u32::from) else { return Ok(None) };
+        self.chain_state
+            .token_decimals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(contract.to_string(), decimals);
+        Ok(Some(decimals))
     }
 
     /// The invoices with derived addresses in `coin` that may still be paid.
@@ -290,10 +349,23 @@ impl Service {
         }))
     }
 
-    /// The unconfirmed payments to derived addresses in one of `coins`.
-    fn unconfirmed(&self, coins: &[&str]) -> Result<Vec<Payment>> {
-        let payments = self.store.read(|db| db.watched_unconfirmed_payments(self.environment(), WATCH_LIMIT))?;
-        Ok(payments.into_iter().filter(|payment| coins.contains(&payment.currency.as_str())).collect())
+    /// The unconfirmed payments to derived addresses in one of `coins` that `chain`
+    /// follows up this pass: those whose id is of the chain's form (`ours`; a host may
+    /// record payments under ids of its own), at most [`FOLLOW_UP_LIMIT`], going on
+    /// after the last pass's.
+    fn unconfirmed(&self, chain: &'static str, coins: &[&str], ours: fn(&str) -> bool) -> Result<Vec<Payment>> {
+        let payments = self.store.read(|db| db.watched_unconfirmed_payments(self.environment()))?;
+        let payments: Vec<Payment> = payments
+            .into_iter()
+            .filter(|payment| coins.contains(&payment.currency.as_str()) && ours(chain_txid(&payment.txid)))
+            .collect();
+        let mut followed_up_to = self.chain_state.followed_up_to.lock().unwrap_or_else(|p| p.into_inner());
+        let window = follow_up_window(payments, followed_up_to.get(chain), FOLLOW_UP_LIMIT);
+        match window.last() {
+            Some(last) => followed_up_to.insert(chain, (last.seen_at, last.txid.clone())),
+            None => followed_up_to.remove(chain),
+        };
+        Ok(window)
     }
 
     fn watch_bitcoin(
@@ -333,11 +405,8 @@ impl Service {
                 self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount)?;
             }
         }
-        for payment in self.unconfirmed(&["BTC"])? {
+        for payment in self.unconfirmed("bitcoin", &["BTC"], is_bitcoin_txid)? {
             let txid = chain_txid(&payment.txid);
-            if !is_bitcoin_txid(txid) {
-                continue; // recorded by the host under an id of its own: not ours to settle
-            }
             match client.transaction_status(txid).map_err(endpoint)? {
                 TransactionStatus::Missing => {
                     if self.chain_state.missing_again(&payment.txid) && !self.replaced_in_flight(&payment)? {
@@ -404,11 +473,8 @@ impl Service {
             self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
         }
 
-        for payment in self.unconfirmed(&coins)? {
+        for payment in self.unconfirmed("ethereum", &coins, is_ethereum_hash)? {
             let hash = chain_txid(&payment.txid);
-            if !is_ethereum_hash(hash) {
-                continue; // recorded by the host under an id of its own: not ours to settle
-            }
             match client.receipt(hash).map_err(endpoint)? {
                 Some(receipt) if !receipt.succeeded => {
                     // Reverted: mined, but it moved nothing.
@@ -445,11 +511,20 @@ impl Service {
         to: u64,
         report: &mut ChainWatchReport,
     ) -> std::result::Result<(), PassFailure> {
-        let mut coin_of: HashMap<String, &str> = HashMap::new();
+        // By lower-case contract: the coin, and the decimals its `Transfer` values are in.
+        let mut coin_of: HashMap<String, (&str, u32)> = HashMap::new();
         let mut recipients = Vec::new();
         for (coin, contract) in &watch.tokens {
             if let Some(addresses) = open.get(coin.as_str()) {
-                coin_of.insert(contract.to_ascii_lowercase(), coin.as_str());
+                let contract = contract.to_ascii_lowercase();
+                let Some(decimals) = self.token_decimals(client, &contract)? else {
+                    report.errors.push(format!(
+                        "ethereum: token {coin} at {contract} declares no decimals(): its transfers are not counted \
+                         (check the contract in the settings)"
+                    ));
+                    continue;
+                };
+                coin_of.insert(contract, (coin.as_str(), decimals));
                 recipients.extend(addresses.keys().cloned());
             }
         }
@@ -460,10 +535,10 @@ impl Service {
         let transfers = client
             .token_transfers(from, to, &contracts, &recipients)
             .map_err(|e| PassFailure::Endpoint(e.to_string()))?;
-        let mut summed: BTreeMap<(String, String, &str), u128> = BTreeMap::new();
+        let mut summed: BTreeMap<(String, String, &str), (u128, u32)> = BTreeMap::new();
         for transfer in transfers {
-            let Some(coin) = coin_of.get(&transfer.contract) else { continue };
-            let units = summed.entry((transfer.tx_hash, transfer.to, *coin)).or_insert(0);
+            let Some(&(coin, decimals)) = coin_of.get(&transfer.contract) else { continue };
+            let (units, _) = summed.entry((transfer.tx_hash, transfer.to, coin)).or_insert((0, decimals));
             *units = units.saturating_add(transfer.units);
         }
         // One transaction may pay several invoices (an exchange's batch payout): the first
@@ -471,10 +546,9 @@ impl Service {
         // was before, so none is recorded twice across an upgrade), each other one under
         // `hash:recipient`, as Bitcoin's are under `txid:vout`.
         let mut previous_hash: Option<String> = None;
-        for ((tx_hash, to, coin), units) in summed {
+        for ((tx_hash, to, coin), (units, decimals)) in summed {
             let Some(order_id) = open.get(coin).and_then(|addresses| addresses.get(&to)) else { continue };
-            let Some(decimals) = money::coin_decimals(coin) else { continue };
-            let Some(amount) = units_to_decimal(units, decimals) else { continue };
+            let Some(amount) = token_amount(units, decimals, coin) else { continue };
             let id = match previous_hash.as_deref() == Some(tx_hash.as_str()) {
                 true => format!("{tx_hash}:{to}"),
                 false => tx_hash.clone(),
@@ -501,6 +575,48 @@ mod tests {
         assert_eq!(confirmations(100, 100), 1);
         assert_eq!(confirmations(100, 98), 3);
         assert_eq!(confirmations(100, 101), 0);
+    }
+
+    #[test]
+    fn the_follow_up_window_moves_on_each_pass_and_wraps_around() {
+        let payment = |seen_at: i64, txid: &str| Payment {
+            txid: txid.to_string(),
+            order_id: "o".to_string(),
+            amount: Decimal::ONE,
+            currency: "BTC".to_string(),
+            state: PaymentState::Unconfirmed,
+            counts: true,
+            seen_at: Timestamp(seen_at),
+            settled_at: None,
+        };
+        let all = || vec![payment(1, "a"), payment(1, "b"), payment(2, "a"), payment(3, "c"), payment(4, "d")];
+        let ids = |window: &[Payment]| window.iter().map(|p| format!("{}{}", p.seen_at.0, p.txid)).collect::<Vec<_>>();
+        let first = follow_up_window(all(), None, 2);
+        assert_eq!(ids(&first), ["1a", "1b"]);
+        let cursor = |window: &[Payment]| window.last().map(|p| (p.seen_at, p.txid.clone())).expect("a last");
+        let second = follow_up_window(all(), Some(&cursor(&first)), 2);
+        assert_eq!(ids(&second), ["2a", "3c"], "after (1, b), not from the start again");
+        let third = follow_up_window(all(), Some(&cursor(&second)), 2);
+        assert_eq!(ids(&third), ["4d", "1a"], "wraps around without repeating within the window");
+        let gone = (Timestamp(2), "b".to_string()); // settled since: the next one after it
+        assert_eq!(ids(&follow_up_window(all(), Some(&gone), 1)), ["3c"]);
+        let past_the_end = (Timestamp(9), "z".to_string());
+        assert_eq!(ids(&follow_up_window(all(), Some(&past_the_end), 2)), ["1a", "1b"]);
+        assert_eq!(follow_up_window(all(), None, 10).len(), 5, "all of them when they fit");
+    }
+
+    #[test]
+    fn a_token_amount_is_read_in_its_contracts_decimals_and_never_rounded_up() {
+        // USDT has 6 places: a contract with 6 gives the exact amount.
+        assert_eq!(token_amount(12_500_000, 6, "USDT"), Some("12.5".parse().expect("decimal")));
+        // A contract with 18 (USDT on BNB Smart Chain): the same 12.5 tokens, not 12.5 × 10^12.
+        assert_eq!(token_amount(12_500_000_000_000_000_000, 18, "USDT"), Some("12.5".parse().expect("decimal")));
+        // Digits beyond the coin's places are cut, never rounded up.
+        assert_eq!(token_amount(1_999_999_999_999_999_999, 18, "USDT"), Some("1.999999".parse().expect("decimal")));
+        assert_eq!(token_amount(999_999_999_999, 18, "USDT"), Some(Decimal::ZERO), "dust pays nothing");
+        // Fewer decimals than the coin: exact.
+        assert_eq!(token_amount(125, 2, "USDT"), Some("1.25".parse().expect("decimal")));
+        assert_eq!(token_amount(1, 6, "NOPE"), None);
     }
 
     #[test]

@@ -506,8 +506,9 @@ dispatch! {
     /// any whose quote ended at or after `late_since_ms` (a payment then is recorded for
     /// the merchant to see); oldest quote first, all of them.
     fn watched_invoices(environment: Environment, late_since_ms: i64) -> Result<Vec<WatchedInvoice>>;
-    /// Unconfirmed payments toward invoices with a derived address, first seen first.
-    fn watched_unconfirmed_payments(environment: Environment, limit: i64) -> Result<Vec<Payment>>;
+    /// Unconfirmed payments toward invoices with a derived address, first seen first
+    /// (then by id, in byte order), all of them.
+    fn watched_unconfirmed_payments(environment: Environment) -> Result<Vec<Payment>>;
     /// The next block the watcher of `chain` scans, if it has run before.
     fn chain_cursor(environment: Environment, chain: &str) -> Result<Option<i64>>;
     /// Stores the next block the watcher of `chain` scans.

@@ -402,14 +402,13 @@ pub(super) fn watched_invoices_sql(invoices: &InvoiceSql, environment: &str, lat
 pub(super) fn watched_unconfirmed_payments_sql(
     invoices: &InvoiceSql,
     environment: &str,
-    limit: &str,
     txid_in_byte_order: &str,
 ) -> String {
     let columns = PAYMENT_COLUMNS.split(", ").map(|c| format!("p.{c}")).collect::<Vec<_>>().join(", ");
     format!(
         "SELECT {columns} FROM payments p JOIN {invoice_of_payment}
          WHERE p.environment = {environment} AND p.state = '{unconfirmed}' AND i.derivation_index IS NOT NULL
-         ORDER BY p.seen_at, {txid_in_byte_order} LIMIT {limit}",
+         ORDER BY p.seen_at, {txid_in_byte_order}",
         invoice_of_payment = invoices.invoice_of_payment,
         unconfirmed = PaymentState::Unconfirmed.as_str(),
     )

@@ -186,13 +186,21 @@ impl Anvil {
         }
     }
 
-    /// Deploys tests/fixtures/erc20/TestToken.bin ("Test Tether", USDT, 6 decimals, the
-    /// whole supply of 10^15 units to `from`); returns the contract address, lowercase.
-    /// Needs automine on (the address comes from the receipt).
+    /// Deploys tests/fixtures/erc20/TestToken.bin ("Test Tether", USDT, 6 decimals as
+    /// USDT has, the whole supply of 10^15 units to `from`); returns the contract
+    /// address, lowercase. Needs automine on (the address comes from the receipt).
     pub fn deploy_token(&self, from: &str) -> String {
+        self.deploy_token_with_decimals(from, 6)
+    }
+
+    /// [`Anvil::deploy_token`] with `decimals` of its own (the supply is one billion
+    /// tokens, 10^(9 + decimals) units).
+    pub fn deploy_token_with_decimals(&self, from: &str, decimals: u8) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/erc20/TestToken.bin");
         let code = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let hash = self.rpc("eth_sendTransaction", json!([{"from": from, "data": format!("0x{}", code.trim())}]));
+        // The constructor's one argument, ABI-encoded as a 32-byte word after the code.
+        let data = format!("0x{}{decimals:064x}", code.trim());
+        let hash = self.rpc("eth_sendTransaction", json!([{"from": from, "data": data}]));
         let receipt = self.wait_for_receipt(hash.as_str().expect("a transaction hash"));
         assert_eq!(receipt["status"], json!("0x1"), "deployment reverted: {receipt}");
         receipt["contractAddress"].as_str().expect("a contract address").to_ascii_lowercase()

@@ -87,9 +87,9 @@ impl PgConn {
         self.query(&sql, &[&environment.as_str(), &late_since_ms], rows::watched_invoice)
     }
 
-    pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, "$1", "$2", "p.txid COLLATE \"C\"");
-        self.query(&sql, &[&environment.as_str(), &limit], rows::payment)
+    pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment) -> Result<Vec<Payment>> {
+        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, "$1", "p.txid COLLATE \"C\"");
+        self.query(&sql, &[&environment.as_str()], rows::payment)
     }
 
     pub(crate) fn chain_cursor(&self, environment: Environment, chain: &str) -> Result<Option<i64>> {

@@ -96,9 +96,9 @@ impl SqliteConn<'_> {
         )
     }
 
-    pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment, limit: i64) -> Result<Vec<Payment>> {
-        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, ":environment", ":limit", "p.txid");
-        self.query(&sql, named_params! {":environment": environment.as_str(), ":limit": limit}, rows::payment)
+    pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment) -> Result<Vec<Payment>> {
+        let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, ":environment", "p.txid");
+        self.query(&sql, named_params! {":environment": environment.as_str()}, rows::payment)
     }
 
     pub(crate) fn chain_cursor(&self, environment: Environment, chain: &str) -> Result<Option<i64>> {
