@@ -21,6 +21,8 @@ def test_create_and_get_through_handle(svc: coinorder.Service, created_key: coin
     assert answer == json.loads(created.body)
     assert answer["data"]["merchant_order_id"] == "c-1"
     assert json.loads(created.body, parse_float=Decimal)["data"]["amount"] == Decimal("19.99")
+    exact = created.json(parse_float=Decimal)["data"]["amount"]
+    assert (type(exact), exact) == (Decimal, Decimal("19.99"))
     assert b'"amount":19.99' in created.body
     order_id = answer["data"]["order_id"]
 

@@ -738,9 +738,11 @@ impl Response {
         self.headers.bind(py).copy()
     }
 
-    /// The body parsed as JSON.
-    fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        py.import("json")?.call_method1("loads", (self.body.bind(py),))
+    /// The body parsed as JSON: `json.loads(body, **kwargs)`, so `json(parse_float=Decimal)`
+    /// keeps amounts exact.
+    #[pyo3(signature = (**kwargs))]
+    fn json<'py>(&self, py: Python<'py>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?.call_method("loads", (self.body.bind(py),), kwargs)
     }
 
     /// The attributes as a plain `dict`.
