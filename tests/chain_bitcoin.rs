@@ -33,11 +33,16 @@ fn shop(esplora_url: String) -> Harness {
 }
 
 fn order(shop: &Harness, usd: &str) -> String {
+    order_in(shop, "BTC", usd)
+}
+
+/// A live order of `usd` paid in `coin`; returns its id.
+fn order_in(shop: &Harness, coin: &str, usd: &str) -> String {
     let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
     let request = CreateOrder {
         currency: "USD".into(),
         amount: usd.parse().expect("amount"),
-        pay_currency: Some("BTC".into()),
+        pay_currency: Some(coin.into()),
         ..Default::default()
     };
     shop.svc.create_order(&merchant, &request).expect("create").order.order.order_id
@@ -241,18 +246,12 @@ fn a_bitcoin_payment_is_followed_up_however_many_other_payments_wait_before_it()
                                    // more than one pass follows up, all older than T0.
     shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
     shop.svc.set_wallet("ETH", &common::wallets::ethereum_account_xpub()).expect("ETH wallet");
-    let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
     for n in 0..1001 {
-        let request = CreateOrder {
-            currency: "USD".into(),
-            amount: "25".parse().expect("amount"),
-            pay_currency: Some("ETH".into()),
-            ..Default::default()
-        };
-        let created = shop.svc.create_order(&merchant, &request).expect("create").order;
-        assert!(created.invoice.derivation_index.is_some());
+        let order_id = order_in(&shop, "ETH", "25");
+        let invoice = shop.svc.order(&order_id).expect("order").invoice;
+        assert!(invoice.derivation_index.is_some(), "a derived address, which the watcher follows up");
         let id = format!("0x{n:064x}");
-        shop.svc.record_payment(&created.order.order_id, &id, "0.001".parse().expect("amount"), false).expect("record");
+        shop.svc.record_payment(&order_id, &id, "0.001".parse().expect("amount"), false).expect("record");
     }
     shop.clock.advance_ms(1);
     assert_eq!(watch(&shop).recorded, 1, "T0");
