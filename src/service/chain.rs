@@ -47,7 +47,7 @@ const CHAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// order's state, so a late payment (`order.paid_late`), a payment to a cancelled order
 /// or one more to a paid order is recorded for the merchant to decide on.
 const LATE_WATCH: Duration = Duration::from_secs(24 * 3600);
-/// Most unconfirmed payments one pass of a chain follows up (one request each): the
+/// Most unconfirmed payments one pass of a chain follows up (a request or two each): the
 /// next pass goes on after the last one followed, and wraps around, so each is followed
 /// at least once every ⌈n / 1,000⌉ passes however many wait. (Every watched invoice is
 /// read each pass: an Ethereum block scanned without an invoice's address is never
