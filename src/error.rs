@@ -388,6 +388,12 @@ impl StorageError {
         StorageError { message: with_causes(&source), busy, source: Some(Box::new(source)) }
     }
 
+    /// The same error with `hint`, what to check, after its message.
+    pub(crate) fn with_hint(mut self, hint: &str) -> Self {
+        self.message = format!("{} ({hint})", self.message);
+        self
+    }
+
     /// True when the database was busy or locked by another connection.
     pub fn is_busy(&self) -> bool {
         self.busy

@@ -94,28 +94,34 @@ const SEALED_PREFIX: &str = "v1:";
 
 impl SecretBox {
     /// Loads the key file at `path`, creating it (0600) when it does not exist yet.
+    ///
+    /// The key is written whole to a temporary file beside it, then put in place only if
+    /// no file is there yet: a full disk or a crash leaves no key file, never an empty or
+    /// partial one that every later open would refuse, and of two processes creating it
+    /// at once the first one's key is the one both use.
     pub(crate) fn open_or_create(path: &Path) -> Result<Self> {
         let fail = |what: &str, e: std::io::Error| {
             Error::new(ErrorKind::SecretStore(format!("{what} {}: {e}", path.display())))
         };
         if !path.exists() {
             let key = ChaCha20Poly1305::generate_key(&mut OsRng);
-            let mut options = fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
-            }
-            match options.open(path) {
-                Ok(mut file) => {
-                    file.write_all(BASE64.encode(key).as_bytes())
-                        .and_then(|()| file.sync_all())
-                        .map_err(|e| fail("cannot write key file", e))?;
-                }
-                // Another process created it first: use theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(fail("cannot create key file", e)),
+            let dir = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            // tempfile makes it readable and writable by its owner only (0600).
+            let mut file = tempfile::Builder::new()
+                .prefix(".coinorder-key-")
+                .tempfile_in(dir)
+                .map_err(|e| fail("cannot create key file", e))?;
+            file.write_all(BASE64.encode(key).as_bytes())
+                .and_then(|()| file.as_file().sync_all())
+                .map_err(|e| fail("cannot write key file", e))?;
+            match file.persist_noclobber(path) {
+                Ok(_) => {}
+                // Another process put its key there first: use theirs.
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(fail("cannot create key file", e.error)),
             }
         }
         // A concurrent creator may not have written the key yet; retry briefly.
@@ -130,6 +136,16 @@ impl SecretBox {
                 _ if attempts < 50 && text.trim().is_empty() => {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                // An empty file is what an older version's creation that did not finish
+                // left (it wrote the file in place).
+                _ if text.trim().is_empty() => {
+                    return Err(Error::new(ErrorKind::SecretStore(format!(
+                        "key file {} is empty, left by a creation that did not finish (a full disk, a crash): \
+                         if the database holds no webhook secrets yet, delete the file and a new one is made; \
+                         else restore the key file backed up with the database",
+                        path.display()
+                    ))))
                 }
                 _ => {
                     return Err(Error::new(ErrorKind::SecretStore(format!(
@@ -194,6 +210,32 @@ mod tests {
         let reopened = SecretBox::open_or_create(&path)?;
         assert_eq!(reopened.open(&sealed)?, secret);
         assert!(!format!("{secret:?}").contains("abc"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_key_file_is_made_whole_and_owner_only_and_an_empty_one_says_what_to_do() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?;
+        let path = dir.path().join("db.key");
+        SecretBox::open_or_create(&path)?;
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.file_name().to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(names, ["db.key"], "no temporary file is left beside it");
+        let text = fs::read_to_string(&path).map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?;
+        assert_eq!(BASE64.decode(text.trim()).map(|key| key.len()).ok(), Some(32));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&path).map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?;
+            assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+        }
+        // What an older version's creation cut short by a full disk left.
+        let empty = dir.path().join("empty.key");
+        fs::write(&empty, "").map_err(|e| Error::new(ErrorKind::SecretStore(e.to_string())))?;
+        let refused = SecretBox::open_or_create(&empty).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("is empty") && refused.contains("delete the file"), "{refused}");
         Ok(())
     }
 }

@@ -317,7 +317,27 @@ impl ServeProcess {
 
     /// Starts a server for `env` and reads its listening line; returns it with the address.
     fn start_env(dir: &Path, env: &str, extra: &[&str]) -> (ServeProcess, String) {
-        let mut child = coinorder(dir)
+        ServeProcess::start_command(coinorder(dir), env, extra)
+    }
+
+    /// Starts a sandbox server under a file size limit of `kib` KiB (`ulimit -f`, through
+    /// the shell, whose `exec` keeps the process and its limit).
+    fn start_limited(dir: &Path, kib: u64, extra: &[&str]) -> (ServeProcess, String) {
+        let mut command = coinorder(dir);
+        let mut shell = Command::new("sh");
+        shell.current_dir(dir).args(["-c", &format!("ulimit -f {kib} && exec \"$0\" \"$@\""), BIN]);
+        for (name, value) in command.get_envs() {
+            match value {
+                Some(value) => shell.env(name, value),
+                None => shell.env_remove(name),
+            };
+        }
+        command = shell;
+        ServeProcess::start_command(command, "sandbox", extra)
+    }
+
+    fn start_command(mut command: Command, env: &str, extra: &[&str]) -> (ServeProcess, String) {
+        let mut child = command
             .args(["serve", "--env", env, "--addr", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
@@ -433,6 +453,41 @@ fn serve_answers_requests_and_stops_on_sigterm() {
     assert!(std::net::TcpStream::connect(addr.as_str()).is_err());
     let listed = run_json(dir, &["keys", "list"]);
     assert!(listed[0]["last_used_at"].is_string(), "the key's use was recorded: {listed}");
+}
+
+#[test]
+fn a_write_past_the_file_size_limit_fails_its_request_and_serve_stays_up() {
+    if on_postgres() {
+        return; // the limit is on this process's files: PostgreSQL's are the server's
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let created = run_json(dir, &["keys", "create", "--user-id", "5", "--env", "sandbox"]);
+    let key = created["key"].as_str().expect("key");
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    // Room for the files as they are and 2 MiB more (SQLite's shared-memory file is
+    // 32 KiB; a create adds about 40 KiB of log): some dozens of orders.
+    let kib = (size("coinorder.db").max(32 * 1024) + 2048 * 1024) / 1024;
+    let (mut server, addr) = ServeProcess::start_limited(dir, kib, &["--rate-limit", "0"]);
+    let agent = agent();
+    let body = format!(r#"{{"currency":"USD","amount":1,"description":"{}"}}"#, "x".repeat(700));
+    let mut created = 0;
+    let refused = loop {
+        let (status, answer) = post_order(&agent, &addr, key, &body);
+        match status {
+            201 => created += 1,
+            _ => break (status, answer),
+        }
+        assert!(created < 5_000, "the limit was never reached");
+    };
+    assert_eq!(refused.0, 500, "{}", refused.1);
+    assert_eq!(refused.1["error_code"], json!("InternalServerError"), "{}", refused.1);
+    assert!(created > 20, "only {created} orders before the limit");
+    // Still up: reads answer, and it stops cleanly.
+    let listed = agent.get(format!("http://{addr}/v1/orders?limit=1")).header("x-api-key", key).call();
+    assert_eq!(listed.expect("HTTP exchange").status().as_u16(), 200);
+    let status = server.terminate();
+    assert_eq!(status.code(), Some(0), "stderr: {}", server.stderr_text());
 }
 
 #[test]

@@ -830,3 +830,43 @@ fn deleting_the_key_does_not_drop_its_orders_webhooks() {
         assert_eq!(our_verify(&secret, request, env.now_secs()), Ok(()), "signed with the deleted key's last secret");
     }
 }
+
+/// What the host's observer heard: (event id, outcome) of each webhook attempt.
+#[derive(Debug, Default)]
+struct HeardAttempts(std::sync::Mutex<Vec<(String, String)>>);
+
+impl coinorder::Observer for HeardAttempts {
+    fn webhook_attempted(&self, event_id: &str, _attempt: &coinorder::WebhookAttempt, outcome: &str) {
+        self.0.lock().expect("lock").push((event_id.to_string(), outcome.to_string()));
+    }
+}
+
+#[test]
+fn an_attempt_whose_outcome_cannot_be_written_is_still_told_to_the_observer_and_sent_again() {
+    if backend::on_postgres() {
+        return; // the failing write is made with a SQLite trigger
+    }
+    let receiver = Receiver::start();
+    let heard = Arc::new(HeardAttempts::default());
+    let observer: Arc<dyn coinorder::Observer> = heard.clone();
+    let env = manual(|config| config.observer = Some(observer));
+    let (_, event) = env.paid_order(Some(&receiver.url()));
+    // The database refuses the attempt's log row, as a full disk refuses any write.
+    let db = rusqlite::Connection::open(env.db_path()).expect("open");
+    db.execute_batch(
+        "CREATE TRIGGER refuse_attempts BEFORE INSERT ON webhook_attempts
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;",
+    )
+    .expect("trigger");
+    let refused = env.svc.deliver_due(100).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("disk is full (test)"), "{refused}");
+    assert_eq!(receiver.requests().len(), 1, "the attempt was made");
+    assert_eq!(*heard.0.lock().expect("lock"), [(event.event_id.clone(), "unrecorded".to_string())]);
+    assert_eq!(env.delivery(&event).state, DeliveryState::Pending, "nothing recorded: sent again later");
+
+    db.execute_batch("DROP TRIGGER refuse_attempts").expect("drop");
+    env.clock.as_ref().expect("manual clock").advance_ms(10 * 60 * 1000); // past the lease
+    assert_eq!(env.deliver().delivered, 1);
+    assert_eq!(heard.0.lock().expect("lock").last(), Some(&(event.event_id.clone(), "delivered".to_string())));
+    assert_eq!(receiver.requests().len(), 2);
+}

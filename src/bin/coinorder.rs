@@ -803,7 +803,7 @@ impl ServeLog {
 
 impl coinorder::Observer for ServeLog {
     fn webhook_attempted(&self, event_id: &str, attempt: &coinorder::WebhookAttempt, outcome: &str) {
-        if self.quiet && outcome != "failed" {
+        if self.quiet && !matches!(outcome, "failed" | "unrecorded") {
             return;
         }
         // Shown as logged: credentials in the URL (`https://user:pass@…`, `?token=…`)
@@ -833,7 +833,7 @@ impl coinorder::Observer for ServeLog {
     }
 
     fn email_attempted(&self, email_id: &str, order_id: &str, attempt: i64, outcome: &str, error: Option<&str>) {
-        if self.quiet && outcome != "failed" {
+        if self.quiet && !matches!(outcome, "failed" | "unrecorded") {
             return;
         }
         let reason = error.map(|error| format!(": {error}")).unwrap_or_default();
@@ -955,6 +955,17 @@ impl From<EnvArg> for Environment {
 type CliResult<T> = Result<T, String>;
 
 fn main() -> ExitCode {
+    // A write past the file size limit (`ulimit -f`) raises SIGXFSZ, whose default action
+    // kills the process: `serve` would drop every connection and stop its workers. With a
+    // handler in place the write fails with EFBIG instead, which SQLite reports as an
+    // error: the request gets a 500 and the server stays up, as on a full disk.
+    #[cfg(unix)]
+    if let Err(e) = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    ) {
+        eprintln!("warning: cannot handle SIGXFSZ ({e}): a write past the file size limit ends the process");
+    }
     let matches = Cli::command().get_matches();
     // `db` in a settings file applies only when neither --db nor COINORDER_DB was given.
     let db_given = matches!(matches.value_source("db"), Some(ValueSource::CommandLine | ValueSource::EnvVariable));

@@ -79,13 +79,14 @@ impl Service {
             };
             let result =
                 self.settle_attempt(Outbox::Emails, &email.email_id, &token, email.attempts, outcome, self.now());
-            self.store.write_outbox(|db| db.finish_attempt(&result))?;
-            report.count(&result.settled);
+            let recorded = self.store.write_outbox(|db| db.finish_attempt(&result));
             if let Some(observer) = &self.config().observer {
-                let outcome = match result.settled {
-                    Settled::Done => "sent",
-                    Settled::Retry { .. } => "retrying",
-                    Settled::Failed(_) | Settled::NoTarget => "failed",
+                // Told even when the outcome could not be written: the attempt was made.
+                let outcome = match (&recorded, &result.settled) {
+                    (Err(_), _) => "unrecorded",
+                    (Ok(_), Settled::Done) => "sent",
+                    (Ok(_), Settled::Retry { .. }) => "retrying",
+                    (Ok(_), Settled::Failed(_) | Settled::NoTarget) => "failed",
                 };
                 observer.email_attempted(
                     &email.email_id,
@@ -95,6 +96,8 @@ impl Service {
                     result.settled.error(),
                 );
             }
+            recorded?;
+            report.count(&result.settled);
         }
         Ok(report)
     }

@@ -110,7 +110,7 @@ impl Service {
             .collect();
         // Everything is settled (jitter drawn) before the write, and counted after it:
         // `Store::write` may run this closure more than once.
-        self.store.write_outbox(|db| {
+        let recorded = self.store.write_outbox(|db| {
             for (result, log) in &settled {
                 db.finish_attempt(result)?;
                 if let Some(log) = log {
@@ -118,19 +118,25 @@ impl Service {
                 }
             }
             Ok(())
-        })?;
-        report.attempted += settled.len();
+        });
+        // The attempts were made whether or not their outcomes could be written (a full
+        // disk): the host's log hears of each either way.
         for (result, log) in &settled {
-            report.count(&result.settled);
             if let (Some(observer), Some(log)) = (&self.config().observer, log) {
-                let outcome = match result.settled {
-                    Settled::Done => "delivered",
-                    Settled::Retry { .. } => "retrying",
-                    Settled::Failed(_) => "failed",
-                    Settled::NoTarget => "no_target",
+                let outcome = match (&recorded, &result.settled) {
+                    (Err(_), _) => "unrecorded",
+                    (Ok(()), Settled::Done) => "delivered",
+                    (Ok(()), Settled::Retry { .. }) => "retrying",
+                    (Ok(()), Settled::Failed(_)) => "failed",
+                    (Ok(()), Settled::NoTarget) => "no_target",
                 };
                 observer.webhook_attempted(result.id, log, outcome);
             }
+        }
+        recorded?;
+        report.attempted += settled.len();
+        for (result, _) in &settled {
+            report.count(&result.settled);
         }
         Ok(())
     }

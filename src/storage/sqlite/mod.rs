@@ -457,11 +457,22 @@ fn is_busy(err: &Error) -> bool {
 /// connection holds the lock (a retry may cure that). A private function rather than a
 /// `From` impl on [`Error`], which would put `rusqlite` into the public API.
 fn sqlite_error(err: rusqlite::Error) -> Error {
-    let busy = matches!(
-        &err,
-        rusqlite::Error::SqliteFailure(e, _) if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    );
-    Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
+    let code = match &err {
+        rusqlite::Error::SqliteFailure(e, _) => Some(e.code),
+        _ => None,
+    };
+    let busy = matches!(code, Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked));
+    let storage = StorageError::new(busy, err);
+    // SQLite names a failed read or write only by its extended code ("disk I/O error:
+    // Error code 4874"), which sends an operator looking at the hardware; the usual cause
+    // is a full disk or a file size limit.
+    let storage = match code {
+        Some(ErrorCode::SystemIoFailure) => {
+            storage.with_hint("SQLite could not read or write its files: check the free disk space, the file size limit (ulimit -f) and the permissions")
+        }
+        _ => storage,
+    };
+    Error::new(ErrorKind::Storage(storage))
 }
 
 impl<T> DbResult<T> for rusqlite::Result<T> {
@@ -790,5 +801,17 @@ pub(super) mod tests {
             };
             assert_eq!(storage_busy, Some(busy), "{converted:?}");
         }
+    }
+
+    #[test]
+    fn an_io_error_says_what_to_check_and_others_do_not() {
+        use rusqlite::ffi;
+        // SQLITE_IOERR_SHMSIZE, as when the disk is too full for the shared-memory file.
+        let io = rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_IOERR_SHMSIZE), None);
+        let text = Err::<(), _>(io).db().map_err(|e| e.to_string()).err().unwrap_or_default();
+        assert!(text.contains("disk I/O error") && text.contains("check the free disk space"), "{text}");
+        let full = rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_FULL), None);
+        let text = Err::<(), _>(full).db().map_err(|e| e.to_string()).err().unwrap_or_default();
+        assert!(text.contains("full") && !text.contains("check the"), "{text}");
     }
 }
