@@ -89,7 +89,11 @@ impl<K: Hash + Eq> RateLimiter<K> {
         // per_second tokens per 1000 ms = per_second milli-tokens per ms.
         let refill = elapsed_ms.saturating_mul(per_ms);
         bucket.milli_tokens = bucket.milli_tokens.saturating_add(refill).min(capacity);
-        bucket.refilled_at_ms = now_ms.max(bucket.refilled_at_ms);
+        // After the clock was set back (an NTP step) the refill goes on from the new time:
+        // keeping the later one would refill nothing until the clock caught up, locking
+        // the client out for as long as the step. Going back and forth again refills at
+        // most the burst, which the cap above keeps.
+        bucket.refilled_at_ms = now_ms;
         if bucket.milli_tokens >= 1000 {
             if consume {
                 bucket.milli_tokens -= 1000;
@@ -138,6 +142,18 @@ mod tests {
         assert_eq!(limiter.try_acquire("k", 400), Err(100));
         assert_eq!(limiter.try_acquire("k", 500), Ok(()));
         assert_eq!(RateLimiter::new(RateLimit::OFF).try_acquire("k", 0), Ok(()));
+    }
+
+    #[test]
+    fn a_clock_set_back_refills_from_its_new_time_instead_of_locking_the_client_out() {
+        let limiter = RateLimiter::new(RateLimit { per_second: 100, burst: 100 });
+        let hour = 3_600_000;
+        assert_eq!((0..100).filter(|_| limiter.try_acquire("k", hour).is_ok()).count(), 100, "the burst");
+        // An hour back, then 10 requests a second, a tenth of the rate: only the first
+        // is refused, finding the bucket the burst emptied (before: all but 99 of 600).
+        let refused: Vec<i64> =
+            (1..=600).map(|n| n * 100).filter(|ms| limiter.try_acquire("k", *ms).is_err()).collect();
+        assert_eq!(refused, [100]);
     }
 
     #[test]
