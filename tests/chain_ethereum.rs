@@ -39,16 +39,18 @@ fn chain() -> Chain {
 
 /// [`chain`] with a token of `decimals` places watched as USDT.
 fn chain_with_token_decimals(decimals: u8) -> Chain {
+    chain_with(decimals, CONFIRMATIONS)
+}
+
+/// [`chain`] with a token of `decimals` places and payments confirmed `confirmations` deep.
+fn chain_with(decimals: u8, confirmations: u32) -> Chain {
     let anvil = Anvil::start();
     let payer = anvil.accounts()[0].clone();
     let token = anvil.deploy_token_with_decimals(&payer, decimals);
     let (url, contract) = (anvil.url(), token.clone());
     let shop = harness_with(Environment::Live, move |config| {
-        config.ethereum_watch = Some(EthereumWatch {
-            rpc_url: url,
-            confirmations: CONFIRMATIONS,
-            tokens: vec![("USDT".to_string(), contract)],
-        });
+        config.ethereum_watch =
+            Some(EthereumWatch { rpc_url: url, confirmations, tokens: vec![("USDT".to_string(), contract)] });
     });
     shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
     shop.svc.set_rate("USDT", "USD", "1".parse().expect("rate"), None).expect("rate");
@@ -383,4 +385,22 @@ fn a_token_contract_that_declares_no_decimals_is_reported_and_ether_is_still_wat
     assert!(report.errors[0].contains(&format!("token USDT at {} declares no decimals()", chain.token)), "{report:?}");
     assert!(report.backing_off.is_empty(), "the endpoint did not fail: {report:?}");
     assert_eq!(chain.status(&eth), OrderStatus::Pending);
+}
+
+#[test]
+fn a_depth_beyond_one_passs_blocks_still_moves_the_scan_on() {
+    // 250 confirmations: each pass scans at most 200 blocks, and used to rescan all 250,
+    // so the cursor never moved and no payment was ever seen.
+    let chain = chain_with(6, 250);
+    chain.anvil.mine(1_000);
+    let eth = chain.order("ETH", "25");
+    assert_eq!(chain.watch(), ChainWatchReport::default());
+    chain.anvil.send_eth(&chain.payer, &eth.invoice.address, ETHER / 100);
+    chain.anvil.mine(300);
+    let mut recorded = 0;
+    for _ in 0..5 {
+        recorded += chain.watch().recorded;
+    }
+    assert_eq!(recorded, 1);
+    assert_eq!(chain.status(&eth), OrderStatus::Paid, "300 blocks deep, confirmed at 250");
 }

@@ -450,7 +450,9 @@ impl Service {
         let cursor = self.store.read(|db| db.chain_cursor(environment, "ethereum"))?;
         let next = cursor.and_then(|n| u64::try_from(n).ok()).unwrap_or(tip.saturating_sub(FIRST_SCAN_LOOKBACK));
         // Scan again the blocks not yet final: a reorganisation may have replaced them.
-        let from = next.saturating_sub(u64::from(watch.confirmations));
+        // At most half a pass of them, so a pass always moves on (a depth of 200 or more
+        // stalled the cursor); Ethereum's blocks are final within about 64 anyway.
+        let from = next.saturating_sub(u64::from(watch.confirmations).min(MAX_BLOCKS_PER_PASS / 2));
         let mut to = tip.min(from.saturating_add(MAX_BLOCKS_PER_PASS - 1));
         if let Some(eth) = open.get("ETH").filter(|_| from <= to) {
             for number in from..=to {
