@@ -96,7 +96,7 @@ pub use rates::RateSource;
 pub use secrets::{redact_url, SecretString};
 #[cfg(feature = "server")]
 pub use server::{RequestLog, Server, ServerHandle, ServerLimits};
-pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, MISSING_PASSES};
+pub use service::{ChainWatchReport, EventFollower, Service, SignedWebhook, MISSING_FOR, MISSING_PASSES};
 pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wallets::Wallet;

@@ -11,7 +11,9 @@ mod esplora_fixtures;
 
 use std::path::Path;
 
-use coinorder::{BitcoinWatch, ChainWatchReport, CreateOrder, Environment, OrderStatus, PaymentState, MISSING_PASSES};
+use coinorder::{
+    BitcoinWatch, ChainWatchReport, CreateOrder, Environment, OrderStatus, PaymentState, MISSING_FOR, MISSING_PASSES,
+};
 use common::wallets::{BIP84_ADDRESSES, BIP84_ZPUB};
 use common::{harness_with, Harness};
 use serde_json::{json, Value};
@@ -79,6 +81,12 @@ fn phase3(dir: &Path) -> std::path::PathBuf {
     to
 }
 
+/// Moves the clock on by [`MISSING_FOR`]: a payment unknown to the chain on enough passes
+/// is rejected only once it was unknown that long.
+fn advance_past_missing_for(shop: &Harness) {
+    shop.clock.advance_ms(i64::try_from(MISSING_FOR.as_millis()).expect("ms"));
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("dir");
     for entry in std::fs::read_dir(from).expect("read dir") {
@@ -128,6 +136,7 @@ fn payments_go_unconfirmed_to_confirmed_and_a_replaced_one_never_fails_its_order
     // Phase 3: B mined and two blocks deep: the order is paid, and A is taken back.
     let dir = tempfile::tempdir().expect("tempdir");
     server.set_phase(phase3(dir.path()));
+    advance_past_missing_for(&shop);
     let settled = watch(&shop);
     assert_eq!((settled.confirmed, settled.rejected), (1, 1), "{settled:?}");
     assert_eq!(status(&shop, &replaced), OrderStatus::Paid);
@@ -136,7 +145,7 @@ fn payments_go_unconfirmed_to_confirmed_and_a_replaced_one_never_fails_its_order
 }
 
 #[test]
-fn a_dropped_payment_with_no_replacement_fails_its_order_after_several_looks() {
+fn a_dropped_payment_fails_its_order_after_several_looks_and_is_recorded_late_when_it_comes_back() {
     let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
     let shop = shop(server.url());
     let _paid = order(&shop, "50");
@@ -148,12 +157,26 @@ fn a_dropped_payment_with_no_replacement_fails_its_order_after_several_looks() {
     copy_tree(&esplora_fixtures::phase("phase2"), &empty);
     std::fs::write(empty.join(format!("address/{}/txs.json", BIP84_ADDRESSES[1])), "[]").expect("write");
     server.set_phase(empty);
-    for pass in 1..MISSING_PASSES {
-        assert_eq!(watch(&shop).rejected, 0, "pass {pass}");
+    for pass in 1..=MISSING_PASSES {
+        assert_eq!(watch(&shop).rejected, 0, "pass {pass}: unknown for too short a time");
         assert_eq!(status(&shop, &dropped), OrderStatus::Pending);
     }
+    advance_past_missing_for(&shop);
     assert_eq!(watch(&shop).rejected, 1);
     assert_eq!(status(&shop, &dropped), OrderStatus::Failed);
+
+    // A comes back (the customer's wallet broadcast it again; or this API was behind):
+    // money that came is recorded anew, for the merchant to see, not ignored.
+    server.set_phase(esplora_fixtures::phase("phase1"));
+    assert_eq!(watch(&shop).recorded, 1);
+    let again = shop.svc.payment(&format!("{A}:1:again-2")).expect("recorded anew");
+    assert_eq!((again.amount.to_string().as_str(), again.state), ("0.0005", PaymentState::Unconfirmed));
+    assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);
+    assert_eq!(status(&shop, &dropped), OrderStatus::Failed, "FAILED stays until the merchant marks it paid");
+    let types: Vec<String> =
+        shop.svc.order_events(&dropped).expect("events").iter().map(|e| e.event_type.as_str().to_string()).collect();
+    assert_eq!(types, ["order.pending", "order.failed", "order.paid_late"]);
+    assert_eq!(watch(&shop), ChainWatchReport::default(), "recorded once");
 }
 
 #[test]
@@ -231,6 +254,8 @@ fn a_replacement_paying_less_fails_the_order_instead_of_leaving_it_pending() {
     for _ in 0..MISSING_PASSES {
         watch(&shop);
     }
+    advance_past_missing_for(&shop);
+    watch(&shop);
     let b = shop.svc.payment(&format!("{B}:1")).expect("B");
     assert_eq!((b.amount.to_string().as_str(), b.state), ("0.00025", PaymentState::Confirmed));
     assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);
@@ -241,9 +266,10 @@ fn a_replacement_paying_less_fails_the_order_instead_of_leaving_it_pending() {
 fn a_bitcoin_payment_is_followed_up_however_many_other_payments_wait_before_it() {
     let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
     let shop = shop(server.url());
-    let paid = order(&shop, "50"); // T0 pays it in phase 1, confirms in phase 2
-                                   // 1,001 live ETH orders, each with an unconfirmed payment its host recorded first:
-                                   // more than one pass follows up, all older than T0.
+    // T0 pays it in phase 1, and confirms in phase 2.
+    let paid = order(&shop, "50");
+    // 1,001 live ETH orders, each with an unconfirmed payment its host recorded first:
+    // more than one pass follows up, all older than T0.
     shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
     shop.svc.set_wallet("ETH", &common::wallets::ethereum_account_xpub()).expect("ETH wallet");
     for n in 0..1001 {

@@ -12,7 +12,7 @@ mod common;
 use anvil::Anvil;
 use coinorder::{
     ChainWatchReport, CreateOrder, Environment, EthereumWatch, OrderStatus, OrderWithInvoice, PaymentState,
-    MISSING_PASSES,
+    MISSING_FOR, MISSING_PASSES,
 };
 use common::wallets::ethereum_account_xpub;
 use common::{harness_with, Harness, THIRTY_MIN_MS};
@@ -144,22 +144,38 @@ fn an_underpayment_stays_pending_then_fails_at_expiry() {
 }
 
 #[test]
-fn a_reorganisation_that_drops_a_payment_takes_it_back() {
+fn a_reorganisation_that_drops_a_payment_takes_it_back_and_its_return_is_recorded_late() {
     let chain = chain();
     let order = chain.order("ETH", "25");
     let tx = chain.anvil.send_eth(&chain.payer, &order.invoice.address, ETHER / 100);
+    let raw = chain.anvil.rpc("eth_getRawTransactionByHash", serde_json::json!([tx]));
     assert_eq!(chain.watch().recorded, 1);
     assert_eq!(chain.status(&order), OrderStatus::Pending);
     // anvil replaces the payment's block with an empty one: the transaction is gone.
     chain.anvil.reorg(1);
     assert!(chain.anvil.receipt(&tx).is_null(), "the reorg dropped the transaction");
-    for pass in 1..MISSING_PASSES {
-        assert_eq!(chain.watch().rejected, 0, "pass {pass}: one look is not enough to give up");
+    for pass in 1..=MISSING_PASSES {
+        assert_eq!(chain.watch().rejected, 0, "pass {pass}: one look, or a short time, is not enough to give up");
         assert_eq!(chain.status(&order), OrderStatus::Pending);
     }
+    chain.shop.clock.advance_ms(i64::try_from(MISSING_FOR.as_millis()).expect("ms"));
     assert_eq!(chain.watch().rejected, 1);
     assert_eq!(chain.shop.svc.payment(&tx).expect("payment").state, PaymentState::Rejected);
     assert_eq!(chain.status(&order), OrderStatus::Failed);
+
+    // The same signed transaction broadcast again and mined: the money came after all.
+    let again = chain.anvil.rpc("eth_sendRawTransaction", serde_json::json!([raw]));
+    assert_eq!(again.as_str(), Some(tx.as_str()), "the same transaction");
+    chain.anvil.mine(1);
+    assert_eq!(chain.watch().recorded, 1);
+    let revived = chain.shop.svc.payment(&format!("{tx}:again-2")).expect("recorded anew");
+    assert_eq!(revived.amount.to_string(), "0.01");
+    assert_eq!(chain.status(&order), OrderStatus::Failed, "FAILED stays until the merchant marks it paid");
+    let last = chain.shop.svc.order_events(&order.order.order_id).expect("events").pop().expect("an event");
+    assert_eq!(last.event_type.as_str(), "order.paid_late");
+    chain.anvil.mine(u64::from(CONFIRMATIONS));
+    assert_eq!(chain.watch().confirmed, 1);
+    assert_eq!(chain.shop.svc.payment(&format!("{tx}:again-2")).expect("again").state, PaymentState::Confirmed);
 }
 
 #[test]

@@ -12,8 +12,9 @@
 //!    (at most [`FOLLOW_UP_LIMIT`] a pass, each pass going on after the last):
 //!    deep enough (the configured confirmations) → confirmed, which pays the order once
 //!    confirmed payments cover it; gone from the chain and the mempool (replaced, dropped,
-//!    or reorganised away) on [`MISSING_PASSES`] passes in a row → rejected, which fails
-//!    a PENDING order (DESIGN §6). A vanished payment whose order has another payment
+//!    or reorganised away) on [`MISSING_PASSES`] passes in a row over [`MISSING_FOR`] →
+//!    rejected, which fails a PENDING order (DESIGN §6); seen on the chain again later,
+//!    it is recorded anew ([`Service::sighting_id`]). A vanished payment whose order has another payment
 //!    still on its way (a replacement by fee bump pays the same address) is rejected
 //!    only once that one is no longer unconfirmed, so a replacement never fails the
 //!    order it pays in full.
@@ -66,6 +67,15 @@ const FIRST_SCAN_LOOKBACK: u64 = 64;
 /// backend of a load-balanced API that has not seen a transaction yet must not fail an
 /// order for good.
 pub const MISSING_PASSES: u32 = 3;
+/// How long, by the service's clock, a payment must have been unknown to the chain, on
+/// top of [`MISSING_PASSES`] passes, before it is rejected: an endpoint some blocks
+/// behind another process's, or a mempool that refused what another accepted, does not
+/// know a payment for minutes, and a rejection fails its order. Nothing waits on a
+/// rejection, so waiting costs nothing.
+pub const MISSING_FOR: Duration = Duration::from_secs(10 * 60);
+/// How many times a payment rejected as vanished is recorded anew when it is seen on the
+/// chain again (`id:again-2`, `id:again-3`, …).
+const MAX_REAPPEARANCES: u32 = 10;
 /// The first pause after a chain endpoint failed; it doubles with each failure in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 /// The longest pause between tries of a failing endpoint.
@@ -107,7 +117,8 @@ impl From<Error> for PassFailure {
 #[derive(Debug, Default)]
 pub(crate) struct WatchState {
     backoff: Mutex<HashMap<&'static str, (u32, Instant)>>,
-    missing: Mutex<HashMap<String, u32>>,
+    /// By payment id: passes in a row it was unknown, and when it was first.
+    missing: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
     /// The decimals each token contract declared, by lower-case address: asked once per
@@ -141,13 +152,14 @@ impl WatchState {
         self.backoff.lock().unwrap_or_else(|p| p.into_inner()).remove(chain);
     }
 
-    /// Counts one more pass on which `txid` was unknown; true once it reached
-    /// [`MISSING_PASSES`].
-    fn missing_again(&self, txid: &str) -> bool {
+    /// Counts one more pass, at `now`, on which `txid` was unknown; true once that made
+    /// [`MISSING_PASSES`] in a row over at least [`MISSING_FOR`].
+    fn missing_again(&self, txid: &str, now: Timestamp) -> bool {
         let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
-        let passes = missing.entry(txid.to_string()).or_insert(0);
+        let (passes, since) = missing.entry(txid.to_string()).or_insert((0, now));
         *passes += 1;
-        *passes >= MISSING_PASSES
+        let waited_ms = now.as_millis().saturating_sub(since.as_millis());
+        *passes >= MISSING_PASSES && u128::try_from(waited_ms).is_ok_and(|ms| ms >= MISSING_FOR.as_millis())
     }
 
     /// Whether `txid` was unknown on the last pass that looked.
@@ -283,8 +295,27 @@ impl Service {
         Ok(invoices.into_iter().filter(|invoice| coins.contains(&invoice.currency.as_str())).collect())
     }
 
-    /// Records a payment seen on chain, unconfirmed, unless it is recorded already; a
-    /// refusal (say, the id recorded for another order) is reported, not fatal.
+    /// The id a payment seen on chain as `payment_id` is to be recorded under: that one
+    /// if it is new; `None` if it is recorded and not rejected. A payment rejected as
+    /// vanished (a dropped transaction broadcast again, one an endpoint behind the others
+    /// did not know) that is on the chain after all is money that came: it is recorded
+    /// anew, as `payment_id:again-2` and so on, which a FAILED order reports as
+    /// `order.paid_late` and an open one counts.
+    fn sighting_id(&self, payment_id: &str) -> Option<String> {
+        let mut id = payment_id.to_string();
+        for again in 2..=MAX_REAPPEARANCES + 1 {
+            match self.payment(&id) {
+                Err(_) => return Some(id),
+                Ok(payment) if payment.state != PaymentState::Rejected => return None,
+                Ok(_) => id = format!("{payment_id}:again-{again}"),
+            }
+        }
+        None
+    }
+
+    /// Records a payment seen on chain as `payment_id`, unconfirmed, unless it is recorded
+    /// already ([`Service::sighting_id`]); a refusal (say, the id recorded for another
+    /// order) is reported, not fatal.
     fn record_sighting(
         &self,
         chain: &str,
@@ -293,9 +324,11 @@ impl Service {
         payment_id: &str,
         amount: Decimal,
     ) -> Result<()> {
-        if amount <= Decimal::ZERO || self.payment(payment_id).is_ok() {
+        if amount <= Decimal::ZERO {
             return Ok(());
         }
+        let Some(payment_id) = self.sighting_id(payment_id) else { return Ok(()) };
+        let payment_id = payment_id.as_str();
         match self.record_payment(order_id, payment_id, amount, false) {
             Ok(outcome) if !outcome.duplicate => report.recorded += 1,
             Ok(_) => {}
@@ -409,7 +442,9 @@ impl Service {
             let txid = chain_txid(&payment.txid);
             match client.transaction_status(txid).map_err(endpoint)? {
                 TransactionStatus::Missing => {
-                    if self.chain_state.missing_again(&payment.txid) && !self.replaced_in_flight(&payment)? {
+                    if self.chain_state.missing_again(&payment.txid, self.now())
+                        && !self.replaced_in_flight(&payment)?
+                    {
                         self.settle_sighting("bitcoin", report, &payment.txid, false)?;
                     }
                 }
@@ -465,6 +500,12 @@ impl Service {
                 for transfer in block.transfers {
                     let Some(order_id) = eth.get(&transfer.to) else { continue };
                     let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
+                    // A transaction rejected because it reverted is still in its block:
+                    // seeing it again there is no reason to record it anew.
+                    let rejected = self.payment(&transfer.tx_hash).is_ok_and(|p| p.state == PaymentState::Rejected);
+                    if rejected && client.receipt(&transfer.tx_hash).map_err(endpoint)?.is_some_and(|r| !r.succeeded) {
+                        continue;
+                    }
                     self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
                 }
             }
@@ -493,7 +534,9 @@ impl Service {
                     // stays pending) or gone for good (rejected).
                     if client.transaction_known(hash).map_err(endpoint)? {
                         self.chain_state.seen(&payment.txid);
-                    } else if self.chain_state.missing_again(&payment.txid) && !self.replaced_in_flight(&payment)? {
+                    } else if self.chain_state.missing_again(&payment.txid, self.now())
+                        && !self.replaced_in_flight(&payment)?
+                    {
                         self.settle_sighting("ethereum", report, &payment.txid, false)?;
                     }
                 }
@@ -642,15 +685,22 @@ mod tests {
     }
 
     #[test]
-    fn a_payment_is_rejected_only_after_missing_several_passes_in_a_row() {
+    fn a_payment_is_rejected_only_after_missing_several_passes_in_a_row_for_some_minutes() {
         let state = WatchState::default();
+        let later = |ms: u128| Timestamp(i64::try_from(ms).unwrap_or(i64::MAX));
+        let at_last = MISSING_FOR.as_millis();
         for _ in 1..MISSING_PASSES {
-            assert!(!state.missing_again("tx"));
+            assert!(!state.missing_again("tx", later(at_last)));
         }
         state.seen("tx");
         for _ in 1..MISSING_PASSES {
-            assert!(!state.missing_again("tx"), "seeing it again starts the count over");
+            assert!(!state.missing_again("tx", later(0)), "seeing it again starts the count over");
         }
-        assert!(state.missing_again("tx"));
+        assert!(!state.missing_again("tx", later(at_last - 1)), "enough passes, not yet long enough");
+        assert!(state.missing_again("tx", later(at_last)));
+        state.seen("other");
+        for _ in 0..MISSING_PASSES + 5 {
+            assert!(!state.missing_again("other", later(5)), "long enough needs the clock to move");
+        }
     }
 }

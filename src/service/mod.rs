@@ -7,7 +7,7 @@ mod payments;
 mod quotes;
 mod wallets;
 mod webhooks;
-pub use chain::{ChainWatchReport, MISSING_PASSES};
+pub use chain::{ChainWatchReport, MISSING_FOR, MISSING_PASSES};
 pub use webhooks::{EventFollower, SignedWebhook};
 
 use std::collections::HashMap;
