@@ -870,3 +870,26 @@ fn an_attempt_whose_outcome_cannot_be_written_is_still_told_to_the_observer_and_
     assert_eq!(heard.0.lock().expect("lock").last(), Some(&(event.event_id.clone(), "delivered".to_string())));
     assert_eq!(receiver.requests().len(), 2);
 }
+
+#[test]
+fn a_follower_returns_the_events_written_after_the_clock_was_set_back() {
+    let env = manual(|_| {});
+    let clock = env.clock.clone().expect("manual clock");
+    let mut follower = env.svc.follow_events(coinorder::Timestamp(env.now_ms()));
+    let (_, first) = env.paid_order(None);
+    let ids = |events: Vec<coinorder::Event>| events.into_iter().map(|e| e.event_id).collect::<Vec<_>>();
+    assert_eq!(ids(follower.poll(&env.svc).expect("poll")), [first.event_id]);
+    // An NTP step a minute back: the next events carry earlier times than the first.
+    clock.advance_ms(-60_000);
+    let (_, second) = env.paid_order(None);
+    clock.advance_ms(500);
+    assert_eq!(ids(follower.poll(&env.svc).expect("poll")), [second.event_id]);
+    let (_, third) = env.paid_order(None);
+    clock.advance_ms(500);
+    assert_eq!(ids(follower.poll(&env.svc).expect("poll")), [third.event_id], "each once");
+    // Once the clock is past the first again, nothing is returned twice.
+    clock.advance_ms(120_000);
+    let (_, fourth) = env.paid_order(None);
+    assert_eq!(ids(follower.poll(&env.svc).expect("poll")), [fourth.event_id]);
+    assert!(follower.poll(&env.svc).expect("poll").is_empty());
+}

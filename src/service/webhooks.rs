@@ -288,6 +288,8 @@ pub struct EventFollower {
     from_ms: i64,
     /// The newest `created_at` seen so far.
     newest_ms: i64,
+    /// The service's clock at the last poll (`from` before the first).
+    polled_at_ms: i64,
     /// Ids returned within the look-back window, with their `created_at`.
     seen: std::collections::HashMap<String, i64>,
 }
@@ -297,7 +299,17 @@ impl EventFollower {
     /// first.
     pub fn poll(&mut self, service: &Service) -> Result<Vec<crate::Event>> {
         let environment = service.environment();
-        let mut since = self.from_ms.max(self.newest_ms.saturating_sub(FOLLOW_LOOKBACK_MS));
+        // Events written since the last poll were made after its clock reading, so the
+        // look-back starts from there, or from the newest event seen if earlier. After
+        // the clock was set back (an NTP step) new events carry earlier times than both,
+        // even than `from`: the clock now is the start then, or they would never be
+        // returned. (Events made just before the follower started may then come once.)
+        let now = service.now().as_millis();
+        if now < self.from_ms {
+            self.from_ms = now.saturating_sub(FOLLOW_LOOKBACK_MS);
+        }
+        let reference = self.newest_ms.min(self.polled_at_ms).min(now);
+        let mut since = self.from_ms.max(reference.saturating_sub(FOLLOW_LOOKBACK_MS));
         let mut fresh = Vec::new();
         loop {
             let page = service.store.read(|db| db.events_since(environment, since, FOLLOW_PAGE))?;
@@ -317,7 +329,8 @@ impl EventFollower {
                 _ => break,
             }
         }
-        let horizon = self.newest_ms.saturating_sub(FOLLOW_LOOKBACK_MS);
+        self.polled_at_ms = now;
+        let horizon = reference.saturating_sub(FOLLOW_LOOKBACK_MS);
         self.seen.retain(|_, created| *created >= horizon);
         fresh.sort_by(|a, b| (a.created_at, &a.event_id).cmp(&(b.created_at, &b.event_id)));
         Ok(fresh)
@@ -328,7 +341,8 @@ impl Service {
     /// A follower of this environment's events written from `from` on (see
     /// [`EventFollower`]).
     pub fn follow_events(&self, from: crate::Timestamp) -> EventFollower {
-        EventFollower { from_ms: from.as_millis(), newest_ms: from.as_millis(), seen: Default::default() }
+        let from = from.as_millis();
+        EventFollower { from_ms: from, newest_ms: from, polled_at_ms: from, seen: Default::default() }
     }
 
     /// `event` as the webhook request delivery sends, signed now with the current
