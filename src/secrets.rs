@@ -89,6 +89,20 @@ impl fmt::Debug for SecretBox {
     }
 }
 
+/// Writes `bytes` to a new file at `path`, readable and writable by its owner only, and
+/// syncs it.
+fn write_new_owner_only(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes).and_then(|()| file.sync_all())
+}
+
 /// Prefix of sealed values, so the format can change without guessing.
 const SEALED_PREFIX: &str = "v1:";
 
@@ -105,24 +119,19 @@ impl SecretBox {
         };
         if !path.exists() {
             let key = ChaCha20Poly1305::generate_key(&mut OsRng);
-            let dir = match path.parent() {
-                Some(parent) if !parent.as_os_str().is_empty() => parent,
-                _ => Path::new("."),
-            };
-            // tempfile makes it readable and writable by its owner only (0600).
-            let mut file = tempfile::Builder::new()
-                .prefix(".coinorder-key-")
-                .tempfile_in(dir)
-                .map_err(|e| fail("cannot create key file", e))?;
-            file.write_all(BASE64.encode(key).as_bytes())
-                .and_then(|()| file.as_file().sync_all())
-                .map_err(|e| fail("cannot write key file", e))?;
-            match file.persist_noclobber(path) {
-                Ok(_) => {}
-                // Another process put its key there first: use theirs.
-                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(fail("cannot create key file", e.error)),
-            }
+            let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+            let temporary = path.with_file_name(format!(".{name}.{}.tmp", crate::keys::random_id(12)));
+            let written = write_new_owner_only(&temporary, BASE64.encode(key).as_bytes());
+            // A hard link puts the whole file in place only if none is there: of two
+            // processes creating it at once, the first one's key is the one both use.
+            let placed = written.and_then(|()| match fs::hard_link(&temporary, path) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                // A file system without hard links: a rename, checked just before.
+                Err(_) if !path.exists() => fs::rename(&temporary, path),
+                other => other,
+            });
+            let _ = fs::remove_file(&temporary);
+            placed.map_err(|e| fail("cannot write key file", e))?;
         }
         // A concurrent creator may not have written the key yet; retry briefly.
         let mut attempts = 0;
