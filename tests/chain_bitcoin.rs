@@ -285,3 +285,18 @@ fn a_bitcoin_payment_is_followed_up_however_many_other_payments_wait_before_it()
     assert_eq!(watch(&shop).confirmed, 1, "T0 is two blocks deep");
     assert_eq!(status(&shop, &paid), OrderStatus::Paid);
 }
+
+#[test]
+fn a_payment_the_host_rejected_stays_rejected_though_the_chain_shows_it() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let refused = order(&shop, "50"); // T0 pays it
+    assert_eq!(watch(&shop).recorded, 1);
+    // The merchant refuses the payment (say, from an address it may not take money from).
+    shop.svc.reject_payment(&format!("{T0}:0")).expect("reject");
+    assert_eq!(status(&shop, &refused), OrderStatus::Failed);
+    for _ in 0..MISSING_PASSES {
+        assert_eq!(watch(&shop), ChainWatchReport::default(), "not recorded anew");
+    }
+    assert!(shop.svc.payment(&format!("{T0}:0:again-2")).is_err());
+}

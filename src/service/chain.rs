@@ -121,6 +121,10 @@ pub(crate) struct WatchState {
     missing: Mutex<HashMap<String, (u32, Timestamp)>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
+    /// Payments this process rejected because they vanished from the chain: the only
+    /// rejected ones it records anew when they are seen again. (One the host rejected, say
+    /// a payment it refuses to take, stays rejected.)
+    vanished: Mutex<std::collections::HashSet<String>>,
     /// The decimals each token contract declared, by lower-case address: asked once per
     /// process, as a contract's decimals do not change.
     token_decimals: Mutex<HashMap<String, u32>>,
@@ -296,17 +300,21 @@ impl Service {
     }
 
     /// The id a payment seen on chain as `payment_id` is to be recorded under: that one
-    /// if it is new; `None` if it is recorded and not rejected. A payment rejected as
-    /// vanished (a dropped transaction broadcast again, one an endpoint behind the others
-    /// did not know) that is on the chain after all is money that came: it is recorded
-    /// anew, as `payment_id:again-2` and so on, which a FAILED order reports as
-    /// `order.paid_late` and an open one counts.
+    /// if it is new; `None` if it is recorded already. A payment this process rejected as
+    /// vanished (a dropped transaction broadcast again, one its endpoint did not know)
+    /// that is on the chain after all is money that came: it is recorded anew, as
+    /// `payment_id:again-2` and so on, which a FAILED order reports as `order.paid_late`
+    /// and an open one counts. Any other rejected payment (reverted, or rejected by the
+    /// host) stays as it is.
     fn sighting_id(&self, payment_id: &str) -> Option<String> {
         let mut id = payment_id.to_string();
         for again in 2..=MAX_REAPPEARANCES + 1 {
             match self.payment(&id) {
                 Err(_) => return Some(id),
                 Ok(payment) if payment.state != PaymentState::Rejected => return None,
+                Ok(_) if !self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) => {
+                    return None
+                }
                 Ok(_) => id = format!("{payment_id}:again-{again}"),
             }
         }
@@ -334,6 +342,17 @@ impl Service {
             Ok(_) => {}
             Err(error) if matches!(error.kind(), ErrorKind::Storage(_) | ErrorKind::Corrupt(_)) => return Err(error),
             Err(error) => report.errors.push(format!("{chain}: payment {payment_id} to order {order_id}: {error}")),
+        }
+        Ok(())
+    }
+
+    /// Rejects a payment that vanished from the chain, and remembers it as such
+    /// ([`Service::sighting_id`]).
+    fn reject_vanished(&self, chain: &str, report: &mut ChainWatchReport, txid: &str) -> Result<()> {
+        self.settle_sighting(chain, report, txid, false)?;
+        let rejected = self.payment(txid).is_ok_and(|payment| payment.state == PaymentState::Rejected);
+        if rejected {
+            self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).insert(txid.to_string());
         }
         Ok(())
     }
@@ -445,7 +464,7 @@ impl Service {
                     if self.chain_state.missing_again(&payment.txid, self.now())
                         && !self.replaced_in_flight(&payment)?
                     {
-                        self.settle_sighting("bitcoin", report, &payment.txid, false)?;
+                        self.reject_vanished("bitcoin", report, &payment.txid)?;
                     }
                 }
                 TransactionStatus::Unconfirmed => self.chain_state.seen(&payment.txid),
@@ -500,12 +519,6 @@ impl Service {
                 for transfer in block.transfers {
                     let Some(order_id) = eth.get(&transfer.to) else { continue };
                     let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
-                    // A transaction rejected because it reverted is still in its block:
-                    // seeing it again there is no reason to record it anew.
-                    let rejected = self.payment(&transfer.tx_hash).is_ok_and(|p| p.state == PaymentState::Rejected);
-                    if rejected && client.receipt(&transfer.tx_hash).map_err(endpoint)?.is_some_and(|r| !r.succeeded) {
-                        continue;
-                    }
                     self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
                 }
             }
@@ -537,7 +550,7 @@ impl Service {
                     } else if self.chain_state.missing_again(&payment.txid, self.now())
                         && !self.replaced_in_flight(&payment)?
                     {
-                        self.settle_sighting("ethereum", report, &payment.txid, false)?;
+                        self.reject_vanished("ethereum", report, &payment.txid)?;
                     }
                 }
             }
