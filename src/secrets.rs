@@ -125,10 +125,11 @@ impl SecretBox {
             // A hard link puts the whole file in place only if none is there: of two
             // processes creating it at once, the first one's key is the one both use.
             let placed = written.and_then(|()| match fs::hard_link(&temporary, path) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Ok(()) => Ok(()),
+                // Another process's key is there: use theirs.
+                Err(_) if path.exists() => Ok(()),
                 // A file system without hard links: a rename, checked just before.
-                Err(_) if !path.exists() => fs::rename(&temporary, path),
-                other => other,
+                Err(_) => fs::rename(&temporary, path),
             });
             let _ = fs::remove_file(&temporary);
             placed.map_err(|e| fail("cannot write key file", e))?;
