@@ -408,7 +408,10 @@ fn a_depth_beyond_one_passs_blocks_still_moves_the_scan_on() {
     // 250 confirmations: each pass scans at most 200 blocks, and used to rescan all 250,
     // so the cursor never moved and no payment was ever seen.
     let chain = chain_with(6, 250);
-    chain.anvil.mine(1_000);
+    chain.anvil.rpc("anvil_mine", serde_json::json!(["0x3e8", "0xc"])); // 1,000 blocks, 12 s apart
+                                                                        // The shop's clock where the chain's is, as on a real host: the first scan starts
+                                                                        // at the block of the oldest invoice.
+    chain.shop.clock.set_ms(i64::try_from(latest_block_secs(&chain.anvil) * 1000).expect("ms"));
     let eth = chain.order("ETH", "25");
     assert_eq!(chain.watch(), ChainWatchReport::default());
     chain.anvil.send_eth(&chain.payer, &eth.invoice.address, ETHER / 100);
@@ -419,4 +422,52 @@ fn a_depth_beyond_one_passs_blocks_still_moves_the_scan_on() {
     }
     assert_eq!(recorded, 1);
     assert_eq!(chain.status(&eth), OrderStatus::Paid, "300 blocks deep, confirmed at 250");
+}
+
+#[test]
+fn the_first_scan_reaches_back_to_the_oldest_watched_invoice() {
+    // A shop took a live ETH order and was paid before any watcher ran; then its
+    // endpoint is set. The payment is 150 blocks back: more than the 64 a first scan
+    // looks back when no invoice is older.
+    let anvil = Anvil::start();
+    let payer = anvil.accounts()[0].clone();
+    let shop = harness_with(Environment::Live, |_| {});
+    shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
+    shop.svc.set_wallet("ETH", &ethereum_account_xpub()).expect("ETH wallet");
+    let merchant = shop.svc.authenticate(Some(&shop.key)).expect("authenticate");
+    // An hour of blocks before the order (12 s apart), then the order and its payment.
+    anvil.rpc("anvil_mine", serde_json::json!(["0x12c", "0xc"]));
+    let t0_secs = latest_block_secs(&anvil) + 12;
+    shop.clock.set_ms(i64::try_from(t0_secs * 1000).expect("ms"));
+    let request = CreateOrder {
+        currency: "USD".into(),
+        amount: "25".parse().expect("amount"),
+        pay_currency: Some("ETH".into()),
+        ..Default::default()
+    };
+    let order = shop.svc.create_order(&merchant, &request).expect("create").order;
+    anvil.rpc("evm_setNextBlockTimestamp", serde_json::json!([t0_secs + 12]));
+    let tx = anvil.send_eth(&payer, &order.invoice.address, ETHER / 100);
+    anvil.rpc("anvil_mine", serde_json::json!(["0x96", "0xc"]));
+
+    let mut config = common::config(Environment::Live, &shop.clock);
+    config.ethereum_watch =
+        Some(EthereumWatch { rpc_url: anvil.url(), confirmations: CONFIRMATIONS, tokens: Vec::new() });
+    let watching = coinorder::Service::open(common::db_path(&shop.dir), config).expect("open with the endpoint");
+    let mut recorded = 0;
+    for _ in 0..3 {
+        let report = watching.watch_chain_due().expect("watch");
+        assert!(report.errors.is_empty(), "{report:?}");
+        recorded += report.recorded;
+    }
+    assert_eq!(recorded, 1);
+    assert_eq!(watching.payment(&tx).expect("recorded").amount.to_string(), "0.01");
+    assert_eq!(watching.order(&order.order.order_id).expect("order").order.status, OrderStatus::Paid);
+}
+
+/// When anvil made its latest block, in Unix seconds.
+fn latest_block_secs(anvil: &Anvil) -> u64 {
+    let latest = anvil.rpc("eth_getBlockByNumber", serde_json::json!(["latest", false]));
+    let hex = latest["timestamp"].as_str().expect("a timestamp").trim_start_matches("0x");
+    u64::from_str_radix(hex, 16).expect("hex")
 }

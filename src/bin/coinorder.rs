@@ -925,8 +925,7 @@ fn live_warnings(service: &Service) -> Vec<String> {
     if !unwatched.is_empty() {
         warnings.push(format!(
             "warning: live watches no chain for {}: payments to their addresses are not seen until recorded \
-             (`coinorder payments record`) or an endpoint is set (--esplora-url, --ethereum-rpc-url; an \
-             Ethereum watcher's first pass looks back only 64 blocks)",
+             (`coinorder payments record`) or an endpoint is set (--esplora-url, --ethereum-rpc-url)",
             unwatched.join(", ")
         ));
     }

@@ -197,6 +197,19 @@ impl EthereumClient {
         Ok(Some(block))
     }
 
+    /// When the block at height `number` was made, in Unix seconds
+    /// (`eth_getBlockByNumber(number, false)`: the header, without its transactions);
+    /// `None` when the node has no such block.
+    pub fn block_timestamp(&self, number: u64) -> Result<Option<u64>, RpcError> {
+        const METHOD: &str = "eth_getBlockByNumber";
+        let result = self.call(METHOD, json!([format!("{number:#x}"), false]))?;
+        if result.is_null() {
+            return Ok(None);
+        }
+        let timestamp = field(&result, "timestamp").and_then(parse_u64);
+        timestamp.map(Some).map_err(|e| self.malformed(METHOD, &format!("block timestamp: {e}")))
+    }
+
     /// The ERC-20 `Transfer` logs of blocks `from_block..=to_block` emitted by one of
     /// `contracts` and paying one of `recipients` (`eth_getLogs` with topics
     /// `[TRANSFER_TOPIC, null, [recipients]]`), in the node's order. Logs flagged

@@ -61,8 +61,16 @@ const FOLLOW_UP_LIMIT: usize = 1000;
 const BLOCK_TIME_SLACK: Duration = Duration::from_secs(2 * 3600);
 /// Most Ethereum blocks one pass scans; a watcher that was down catches up over passes.
 const MAX_BLOCKS_PER_PASS: u64 = 200;
-/// Where the first Ethereum scan starts, in blocks before the tip, when none ran before.
+/// Where the first Ethereum scan starts, in blocks before the tip, when none ran before
+/// and no watched invoice is older.
 const FIRST_SCAN_LOOKBACK: u64 = 64;
+/// How far before the tip the first Ethereum scan may start for the oldest watched
+/// invoice: about 33 hours of Ethereum's 12-second blocks, more than an invoice stays
+/// watched ([`LATE_WATCH`] after its quote ends).
+const FIRST_SCAN_MAX: u64 = 10_000;
+/// How much earlier than the oldest watched invoice the first scan starts: the block
+/// times and this host's clock may disagree a little.
+const FIRST_SCAN_SLACK_SECS: u64 = 120;
 /// Passes in a row a payment must be unknown to the chain before it is rejected: one
 /// backend of a load-balanced API that has not seen a transaction yet must not fail an
 /// order for good.
@@ -175,6 +183,33 @@ impl WatchState {
     fn seen(&self, txid: &str) {
         self.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(txid);
     }
+}
+
+/// The block the first Ethereum scan starts at: the first one made since the oldest
+/// watched invoice (`oldest_invoice_ms`, less [`FIRST_SCAN_SLACK_SECS`]), found by its
+/// time between [`FIRST_SCAN_MAX`] and [`FIRST_SCAN_LOOKBACK`] blocks before the tip, so
+/// a payment made before any watcher ran (the endpoint set on a shop already taking
+/// orders) is seen. Block times only rise, so a binary search asks about 14 headers.
+fn first_scan_start(
+    client: &EthereumClient,
+    tip: u64,
+    oldest_invoice_ms: Option<i64>,
+) -> std::result::Result<u64, crate::chain::ethereum::RpcError> {
+    let latest_start = tip.saturating_sub(FIRST_SCAN_LOOKBACK);
+    let Some(oldest_ms) = oldest_invoice_ms else { return Ok(latest_start) };
+    let target = u64::try_from(oldest_ms / 1000).unwrap_or(0).saturating_sub(FIRST_SCAN_SLACK_SECS);
+    // The first block in low..=high made at or after `target`; `high` when none before it is.
+    let (mut low, mut high) = (tip.saturating_sub(FIRST_SCAN_MAX), latest_start);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        // A block the node lacks counts as too early: a scan starting at a block the
+        // node does not have would never move on.
+        match client.block_timestamp(middle)? {
+            Some(time) if time >= target => high = middle,
+            _ => low = middle + 1,
+        }
+    }
+    Ok(low)
 }
 
 /// `units` of a token whose contract declares `decimals`, in `coin`: exact when the
@@ -502,7 +537,10 @@ impl Service {
 
         let environment = self.environment();
         let cursor = self.store.read(|db| db.chain_cursor(environment, "ethereum"))?;
-        let next = cursor.and_then(|n| u64::try_from(n).ok()).unwrap_or(tip.saturating_sub(FIRST_SCAN_LOOKBACK));
+        let next = match cursor.and_then(|n| u64::try_from(n).ok()) {
+            Some(next) => next,
+            None => first_scan_start(&client, tip, invoices.iter().map(|i| i.created_at_ms).min()).map_err(endpoint)?,
+        };
         // Scan again the blocks not yet final: a reorganisation may have replaced them.
         // At most half a pass of them, so a pass always moves on (a depth of 200 or more
         // stalled the cursor); Ethereum's blocks are final within about 64 anyway.
