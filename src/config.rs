@@ -271,17 +271,17 @@ impl fmt::Debug for EthereumWatch {
 /// metrics. Every method has an empty default; they run on the working thread, so they
 /// should return quickly.
 pub trait Observer: Send + Sync + fmt::Debug {
-    /// A webhook attempt for event `event_id` ended and was recorded; `outcome` is what
-    /// became of the event: `delivered`, `retrying` or `failed`; or `unrecorded` when the
+    /// A webhook attempt for event `event_id` ended; `outcome` is what became of the
+    /// event as recorded: `delivered`, `retrying` or `failed`; or `unrecorded` when the
     /// outcome could not be written (the database failed, say on a full disk): the event
     /// is then sent again once its lease runs out.
     fn webhook_attempted(&self, _event_id: &str, _attempt: &crate::WebhookAttempt, _outcome: &str) {}
 
     /// Attempt number `attempt` at payment-link e-mail `email_id` (of order `order_id`)
-    /// ended and was recorded; `outcome` is what became of it: `sent`, `retrying` or
-    /// `failed`, with the SMTP server's or coinorder's reason in `error` when it was not
-    /// sent; or `unrecorded` when the outcome could not be written (the database failed):
-    /// the e-mail is then tried again once its lease runs out, and may arrive twice. The recipient's address is not passed: logs should not collect it.
+    /// ended; `outcome` is what became of it as recorded: `sent`, `retrying` or `failed`,
+    /// with the SMTP server's or coinorder's reason in `error` when it was not sent; or
+    /// `unrecorded` when the outcome could not be written (the database failed): the
+    /// e-mail is then tried again once its lease runs out, and may arrive twice. The recipient's address is not passed: logs should not collect it.
     fn email_attempted(&self, _email_id: &str, _order_id: &str, _attempt: i64, _outcome: &str, _error: Option<&str>) {}
 }
 

@@ -91,9 +91,12 @@ impl<K: Hash + Eq> RateLimiter<K> {
         bucket.milli_tokens = bucket.milli_tokens.saturating_add(refill).min(capacity);
         // After the clock was set back (an NTP step) the refill goes on from the new time:
         // keeping the later one would refill nothing until the clock caught up, locking
-        // the client out for as long as the step. Going back and forth again refills at
-        // most the burst, which the cap above keeps.
-        bucket.refilled_at_ms = now_ms;
+        // the client out for as long as the step. A smaller step back is only requests
+        // of several threads arriving out of order: moving back for those would refill
+        // the same milliseconds twice.
+        if now_ms > bucket.refilled_at_ms || now_ms < bucket.refilled_at_ms - CLOCK_STEP_BACK_MS {
+            bucket.refilled_at_ms = now_ms;
+        }
         if bucket.milli_tokens >= 1000 {
             if consume {
                 bucket.milli_tokens -= 1000;
@@ -108,6 +111,10 @@ impl<K: Hash + Eq> RateLimiter<K> {
         }
     }
 }
+
+/// How far behind a bucket's last refill the clock must be to count as set back, not
+/// as requests of several threads arriving a little out of order.
+const CLOCK_STEP_BACK_MS: i64 = 1_000;
 
 /// How many buckets are kept before the full ones are forgotten.
 const MAX_BUCKETS: usize = 10_000;
@@ -154,6 +161,17 @@ mod tests {
         let refused: Vec<i64> =
             (1..=600).map(|n| n * 100).filter(|ms| limiter.try_acquire("k", *ms).is_err()).collect();
         assert_eq!(refused, [100]);
+    }
+
+    #[test]
+    fn requests_a_little_out_of_order_are_not_refilled_twice() {
+        // Two tokens a second, burst 1. Threads read the clock before they take the
+        // limiter's lock, so one at 1,000 ms may come after one at 1,400 ms.
+        let limiter = RateLimiter::new(RateLimit { per_second: 2, burst: 1 });
+        assert_eq!(limiter.try_acquire("k", 0), Ok(()));
+        assert_eq!(limiter.try_acquire("k", 1_400), Ok(()));
+        assert!(limiter.try_acquire("k", 1_000).is_err(), "no token: 1,000 ms was refilled already");
+        assert!(limiter.try_acquire("k", 1_500).is_err(), "only 100 ms since the last refill");
     }
 
     #[test]

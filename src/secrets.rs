@@ -121,18 +121,28 @@ impl SecretBox {
             let key = ChaCha20Poly1305::generate_key(&mut OsRng);
             let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
             let temporary = path.with_file_name(format!(".{name}.{}.tmp", crate::keys::random_id(12)));
-            let written = write_new_owner_only(&temporary, BASE64.encode(key).as_bytes());
+            let encoded = BASE64.encode(key);
+            let written = write_new_owner_only(&temporary, encoded.as_bytes());
             // A hard link puts the whole file in place only if none is there: of two
             // processes creating it at once, the first one's key is the one both use.
             let placed = written.and_then(|()| match fs::hard_link(&temporary, path) {
                 Ok(()) => Ok(()),
                 // Another process's key is there: use theirs.
                 Err(_) if path.exists() => Ok(()),
-                // A file system without hard links: a rename, checked just before.
-                Err(_) => fs::rename(&temporary, path),
+                // A file system without hard links: written in place, made only if absent
+                // (there a crash mid-write can leave it short, as the message below says).
+                Err(_) => match write_new_owner_only(path, encoded.as_bytes()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                    other => other,
+                },
             });
             let _ = fs::remove_file(&temporary);
             placed.map_err(|e| fail("cannot write key file", e))?;
+            // The new name itself must survive a power cut, as the database relies on it.
+            #[cfg(unix)]
+            if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                let _ = fs::File::open(dir).and_then(|dir| dir.sync_all());
+            }
         }
         // A concurrent creator may not have written the key yet; retry briefly.
         let mut attempts = 0;

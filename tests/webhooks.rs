@@ -893,3 +893,18 @@ fn a_follower_returns_the_events_written_after_the_clock_was_set_back() {
     assert_eq!(ids(follower.poll(&env.svc).expect("poll")), [fourth.event_id]);
     assert!(follower.poll(&env.svc).expect("poll").is_empty());
 }
+
+#[test]
+fn a_follower_from_a_later_time_returns_nothing_made_before_it() {
+    let env = manual(|_| {});
+    let clock = env.clock.clone().expect("manual clock");
+    let mut follower = env.svc.follow_events(coinorder::Timestamp(env.now_ms() + 60_000));
+    env.paid_order(None);
+    clock.advance_ms(30_000);
+    env.paid_order(None);
+    assert!(follower.poll(&env.svc).expect("poll").is_empty(), "both were made before `from`");
+    clock.advance_ms(31_000);
+    let (_, after) = env.paid_order(None);
+    let ids: Vec<String> = follower.poll(&env.svc).expect("poll").into_iter().map(|e| e.event_id).collect();
+    assert_eq!(ids, [after.event_id]);
+}

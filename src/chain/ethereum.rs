@@ -276,9 +276,14 @@ impl EthereumClient {
         let contract = normalized_address(contract).map_err(|e| self.invalid(METHOD, &e))?;
         let result = match self.call(METHOD, json!([{"to": contract, "data": DECIMALS_SELECTOR}, "latest"])) {
             Ok(result) => result,
-            // Nodes report a revert as an error (code 3 with geth and anvil, -32000 with
-            // some others) saying so; it is the contract's answer, not the endpoint failing.
-            Err(error) if error.code.is_some() && error.message.to_ascii_lowercase().contains("execution reverted") => {
+            // Nodes report a revert as an error object (code 3 with geth and anvil, -32000
+            // and "execution reverted" or "revert" with others): the contract's answer,
+            // not the endpoint failing. Any other error may be the endpoint's (a rate
+            // limit, a timeout) and is one, so that the pass is tried again.
+            Err(error)
+                if error.code == Some(3)
+                    || (error.code.is_some() && error.message.to_ascii_lowercase().contains("revert")) =>
+            {
                 return Ok(None)
             }
             Err(error) => return Err(error),

@@ -79,7 +79,9 @@ pub const MISSING_PASSES: u32 = 3;
 /// top of [`MISSING_PASSES`] passes, before it is rejected: an endpoint some blocks
 /// behind another process's, or a mempool that refused what another accepted, does not
 /// know a payment for minutes, and a rejection fails its order. Nothing waits on a
-/// rejection, so waiting costs nothing.
+/// rejection, so waiting costs nothing. Each pass counts for at most half of it (the
+/// time since the pass before, none if the clock went back), so one step of the clock
+/// cannot reject a payment early, nor put its rejection off.
 pub const MISSING_FOR: Duration = Duration::from_secs(10 * 60);
 /// How many times a payment rejected as vanished is recorded anew when it is seen on the
 /// chain again (`id:again-2`, `id:again-3`, …).
@@ -125,17 +127,18 @@ impl From<Error> for PassFailure {
 #[derive(Debug, Default)]
 pub(crate) struct WatchState {
     backoff: Mutex<HashMap<&'static str, (u32, Instant)>>,
-    /// By payment id: passes in a row it was unknown, and when it was first.
-    missing: Mutex<HashMap<String, (u32, Timestamp)>>,
+    /// By payment id: passes in a row it was unknown, for how long it counts as unknown
+    /// (ms), and the clock at the last of those passes.
+    missing: Mutex<HashMap<String, (u32, i64, Timestamp)>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
     /// Payments this process rejected because they vanished from the chain: the only
     /// rejected ones it records anew when they are seen again. (One the host rejected, say
     /// a payment it refuses to take, stays rejected.)
     vanished: Mutex<std::collections::HashSet<String>>,
-    /// The decimals each token contract declared, by lower-case address: asked once per
-    /// process, as a contract's decimals do not change.
-    token_decimals: Mutex<HashMap<String, u32>>,
+    /// The decimals each token contract declared (`None`: it declares none), by
+    /// lower-case address: asked once per process, as a contract's decimals do not change.
+    token_decimals: Mutex<HashMap<String, Option<u32>>>,
     /// By chain, the last unconfirmed payment followed up (first seen, id): where the
     /// next pass's follow-up goes on.
     followed_up_to: Mutex<HashMap<&'static str, (Timestamp, String)>>,
@@ -167,11 +170,22 @@ impl WatchState {
     /// Counts one more pass, at `now`, on which `txid` was unknown; true once that made
     /// [`MISSING_PASSES`] in a row over at least [`MISSING_FOR`].
     fn missing_again(&self, txid: &str, now: Timestamp) -> bool {
+        let missing_for_ms = i64::try_from(MISSING_FOR.as_millis()).unwrap_or(i64::MAX);
         let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
-        let (passes, since) = missing.entry(txid.to_string()).or_insert((0, now));
+        let (passes, waited_ms, last) = missing.entry(txid.to_string()).or_insert((0, 0, now));
+        let step = now.as_millis().saturating_sub(last.as_millis()).clamp(0, missing_for_ms / 2);
         *passes += 1;
-        let waited_ms = now.as_millis().saturating_sub(since.as_millis());
-        *passes >= MISSING_PASSES && u128::try_from(waited_ms).is_ok_and(|ms| ms >= MISSING_FOR.as_millis())
+        *waited_ms = waited_ms.saturating_add(step);
+        *last = now;
+        *passes >= MISSING_PASSES && *waited_ms >= missing_for_ms
+    }
+
+    /// Notes `payment` as the last one `chain` followed up: the next pass goes on after
+    /// it. Noted once its follow-up is done, so a pass cut short by a failing endpoint
+    /// goes on next time from where it stopped, not after a window it did not finish.
+    fn followed(&self, chain: &'static str, payment: &Payment) {
+        let mut followed_up_to = self.followed_up_to.lock().unwrap_or_else(|p| p.into_inner());
+        followed_up_to.insert(chain, (payment.seen_at, payment.txid.clone()));
     }
 
     /// Whether `txid` was unknown on the last pass that looked.
@@ -314,16 +328,16 @@ impl Service {
     fn token_decimals(&self, client: &EthereumClient, contract: &str) -> std::result::Result<Option<u32>, PassFailure> {
         if let Some(&decimals) = self.chain_state.token_decimals.lock().unwrap_or_else(|p| p.into_inner()).get(contract)
         {
-            return Ok(Some(decimals));
+            return Ok(decimals);
         }
         let declared = client.token_decimals(contract).map_err(|e| PassFailure::Endpoint(e.to_string()))?;
-        let Some(decimals) = declared.map(u32::from) else { return Ok(None) };
+        let decimals = declared.map(u32::from);
         self.chain_state
             .token_decimals
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(contract.to_string(), decimals);
-        Ok(Some(decimals))
+        Ok(decimals)
     }
 
     /// The invoices with derived addresses in `coin` that may still be paid.
@@ -345,7 +359,9 @@ impl Service {
         let mut id = payment_id.to_string();
         for again in 2..=MAX_REAPPEARANCES + 1 {
             match self.payment(&id) {
-                Err(_) => return Some(id),
+                Err(error) if matches!(error.kind(), ErrorKind::PaymentNotFound(_)) => return Some(id),
+                // Unreadable now (a busy database): tried again next pass.
+                Err(_) => return None,
                 Ok(payment) if payment.state != PaymentState::Rejected => return None,
                 Ok(_) if !self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) => {
                     return None
@@ -384,16 +400,16 @@ impl Service {
     /// Rejects a payment that vanished from the chain, and remembers it as such
     /// ([`Service::sighting_id`]).
     fn reject_vanished(&self, chain: &str, report: &mut ChainWatchReport, txid: &str) -> Result<()> {
-        self.settle_sighting(chain, report, txid, false)?;
-        let rejected = self.payment(txid).is_ok_and(|payment| payment.state == PaymentState::Rejected);
-        if rejected {
+        // Only when this call rejected it: one the host rejected meanwhile stays the host's.
+        if self.settle_sighting(chain, report, txid, false)? {
             self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).insert(txid.to_string());
         }
         Ok(())
     }
 
-    /// Confirms or rejects a followed-up payment; refusals are reported.
-    fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, confirm: bool) -> Result<()> {
+    /// Confirms or rejects a followed-up payment; refusals are reported. True when this
+    /// call settled it (not settled before, by another process or the host).
+    fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, confirm: bool) -> Result<bool> {
         let settled = if confirm { self.confirm_payment(txid) } else { self.reject_payment(txid) };
         // Settled either way: nothing more to count for it.
         self.chain_state.seen(txid);
@@ -404,12 +420,13 @@ impl Service {
                 } else {
                     report.rejected += 1;
                 }
+                return Ok(true);
             }
             Ok(_) => {}
             Err(error) if matches!(error.kind(), ErrorKind::Storage(_) | ErrorKind::Corrupt(_)) => return Err(error),
             Err(error) => report.errors.push(format!("{chain}: settling payment {txid}: {error}")),
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Whether a vanished payment has a replacement still on its way: another payment of
@@ -448,10 +465,9 @@ impl Service {
             .collect();
         let mut followed_up_to = self.chain_state.followed_up_to.lock().unwrap_or_else(|p| p.into_inner());
         let window = follow_up_window(payments, followed_up_to.get(chain), FOLLOW_UP_LIMIT);
-        match window.last() {
-            Some(last) => followed_up_to.insert(chain, (last.seen_at, last.txid.clone())),
-            None => followed_up_to.remove(chain),
-        };
+        if window.is_empty() {
+            followed_up_to.remove(chain);
+        }
         Ok(window)
     }
 
@@ -510,6 +526,7 @@ impl Service {
                     }
                 }
             }
+            self.chain_state.followed("bitcoin", &payment);
         }
         Ok(())
     }
@@ -592,6 +609,7 @@ impl Service {
                     }
                 }
             }
+            self.chain_state.followed("ethereum", &payment);
         }
         Ok(())
     }
@@ -699,6 +717,16 @@ mod tests {
         let past_the_end = (Timestamp(9), "z".to_string());
         assert_eq!(ids(&follow_up_window(all(), Some(&past_the_end), 2)), ["1a", "1b"]);
         assert_eq!(follow_up_window(all(), None, 10).len(), 5, "all of them when they fit");
+
+        // A pass cut short after two follow-ups (its endpoint began refusing): the next
+        // goes on with the third, not after the window it did not finish.
+        let state = WatchState::default();
+        let window = follow_up_window(all(), None, 10);
+        for payment in &window[..2] {
+            state.followed("bitcoin", payment);
+        }
+        let next = follow_up_window(all(), state.followed_up_to.lock().expect("lock").get("bitcoin"), 10);
+        assert_eq!(ids(&next)[..2], ["2a", "3c"]);
     }
 
     #[test]
@@ -738,20 +766,27 @@ mod tests {
     #[test]
     fn a_payment_is_rejected_only_after_missing_several_passes_in_a_row_for_some_minutes() {
         let state = WatchState::default();
-        let later = |ms: u128| Timestamp(i64::try_from(ms).unwrap_or(i64::MAX));
-        let at_last = MISSING_FOR.as_millis();
+        let half = i64::try_from(MISSING_FOR.as_millis() / 2).unwrap_or(i64::MAX);
         for _ in 1..MISSING_PASSES {
-            assert!(!state.missing_again("tx", later(at_last)));
+            assert!(!state.missing_again("tx", Timestamp(0)));
         }
         state.seen("tx");
-        for _ in 1..MISSING_PASSES {
-            assert!(!state.missing_again("tx", later(0)), "seeing it again starts the count over");
-        }
-        assert!(!state.missing_again("tx", later(at_last - 1)), "enough passes, not yet long enough");
-        assert!(state.missing_again("tx", later(at_last)));
-        state.seen("other");
+        assert!(!state.missing_again("tx", Timestamp(half)), "seeing it again starts the count over");
+        assert!(!state.missing_again("tx", Timestamp(2 * half)), "long enough, not yet enough passes");
+        assert!(!state.missing_again("tx", Timestamp(3 * half - 1)), "enough passes, not yet long enough");
+        assert!(state.missing_again("tx", Timestamp(3 * half)));
         for _ in 0..MISSING_PASSES + 5 {
-            assert!(!state.missing_again("other", later(5)), "long enough needs the clock to move");
+            assert!(!state.missing_again("still", Timestamp(5)), "long enough needs the clock to move");
         }
+        // One step of the clock a year forward counts for half the wait; one back, for none.
+        let year = 365 * 24 * 3_600_000;
+        for (pass, now) in [(1, 0), (2, year), (3, year + 1)] {
+            assert!(!state.missing_again("stepped", Timestamp(now)), "pass {pass}");
+        }
+        assert!(state.missing_again("stepped", Timestamp(year + half)));
+        for now in [year, 0, half - 1] {
+            assert!(!state.missing_again("back", Timestamp(now)));
+        }
+        assert!(!state.missing_again("back", Timestamp(half)), "the step back counted for nothing");
     }
 }

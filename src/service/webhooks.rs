@@ -288,7 +288,7 @@ pub struct EventFollower {
     from_ms: i64,
     /// The newest `created_at` seen so far.
     newest_ms: i64,
-    /// The service's clock at the last poll (`from` before the first).
+    /// The service's clock at the last poll (at the follower's making before the first).
     polled_at_ms: i64,
     /// Ids returned within the look-back window, with their `created_at`.
     seen: std::collections::HashMap<String, i64>,
@@ -303,10 +303,10 @@ impl EventFollower {
         // look-back starts from there, or from the newest event seen if earlier. After
         // the clock was set back (an NTP step) new events carry earlier times than both,
         // even than `from`: the clock now is the start then, or they would never be
-        // returned. (Events made just before the follower started may then come once.)
+        // returned. (Events made just before `from` may then come once.)
         let now = service.now().as_millis();
-        if now < self.from_ms {
-            self.from_ms = now.saturating_sub(FOLLOW_LOOKBACK_MS);
+        if now < self.polled_at_ms {
+            self.from_ms = self.from_ms.min(now.saturating_sub(FOLLOW_LOOKBACK_MS));
         }
         let reference = self.newest_ms.min(self.polled_at_ms).min(now);
         let mut since = self.from_ms.max(reference.saturating_sub(FOLLOW_LOOKBACK_MS));
@@ -342,7 +342,7 @@ impl Service {
     /// [`EventFollower`]).
     pub fn follow_events(&self, from: crate::Timestamp) -> EventFollower {
         let from = from.as_millis();
-        EventFollower { from_ms: from, newest_ms: from, polled_at_ms: from, seen: Default::default() }
+        EventFollower { from_ms: from, newest_ms: from, polled_at_ms: self.now().as_millis(), seen: Default::default() }
     }
 
     /// `event` as the webhook request delivery sends, signed now with the current
