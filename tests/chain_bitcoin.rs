@@ -170,9 +170,15 @@ fn a_dropped_payment_fails_its_order_after_several_looks_and_is_recorded_late_wh
     assert_eq!(status(&shop, &dropped), OrderStatus::Failed);
 
     // A comes back (the customer's wallet broadcast it again; or this API was behind):
-    // money that came is recorded anew, for the merchant to see, not ignored.
+    // money that came is recorded anew, for the merchant to see, not ignored. Seen by
+    // another process on the database, or this one after a restart: the mark that it
+    // vanished is stored.
     server.set_phase(esplora_fixtures::phase("phase1"));
-    assert_eq!(watch(&shop).recorded, 1);
+    let mut config = common::config(Environment::Live, &shop.clock);
+    config.bitcoin_watch = Some(BitcoinWatch { esplora_url: server.url(), confirmations: 2 });
+    let another = coinorder::Service::open(common::db_path(&shop.dir), config).expect("another process");
+    let report = another.watch_chain_due().expect("watch");
+    assert_eq!((report.recorded, report.errors.len()), (1, 0), "{report:?}");
     let again = shop.svc.payment(&format!("{A}:1:again-2")).expect("recorded anew");
     assert_eq!((again.amount.to_string().as_str(), again.state), ("0.0005", PaymentState::Unconfirmed));
     assert_eq!(shop.svc.payment(&format!("{A}:1")).expect("A").state, PaymentState::Rejected);

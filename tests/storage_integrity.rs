@@ -196,8 +196,8 @@ fn event_sequences_stay_consecutive_through_a_lifecycle() {
 
 /// Takes a current SQLite database back to schema version 4: invoices in a table of
 /// their own again (schema 10 moved them into the order's row), and no event counter,
-/// key display name (5, 7), wallets (8) or previous webhook secret (11).
-const SCHEMA_11_TO_4: &str = "
+/// key display name (5, 7), wallets (8), previous webhook secret (11) or vanished mark (12).
+const SCHEMA_12_TO_4: &str = "
     CREATE TABLE invoices (
         invoice_id       TEXT PRIMARY KEY,
         order_id         TEXT NOT NULL UNIQUE REFERENCES orders (order_id),
@@ -228,13 +228,14 @@ const SCHEMA_11_TO_4: &str = "
     ALTER TABLE orders DROP COLUMN derivation_index;
     ALTER TABLE orders DROP COLUMN last_event_sequence; ALTER TABLE api_keys DROP COLUMN display_name;
     ALTER TABLE api_keys DROP COLUMN previous_secret_enc; ALTER TABLE api_keys DROP COLUMN previous_secret_until;
+    ALTER TABLE payments DROP COLUMN vanished;
     DROP TABLE wallets; DROP TABLE wallet_accounts; DROP TABLE chain_cursors;
     DROP INDEX payments_unconfirmed;
     PRAGMA user_version = 4;";
 
 #[test]
 fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
-    assert_eq!(coinorder::SCHEMA_VERSION, 11);
+    assert_eq!(coinorder::SCHEMA_VERSION, 12);
     if on_postgres() {
         return; // PostgreSQL support began with the version-5 schema: no older database exists
     }
@@ -268,8 +269,8 @@ fn a_schema_version_4_database_continues_its_sequences_after_the_upgrade() {
 
     // Back to what schema version 4 wrote: no counter column at all (nor the later
     // display_name of keys, nor version 8's wallets, nor version 10's invoice in the
-    // order's row, nor version 11's previous webhook secret).
-    tamper(&db, SCHEMA_11_TO_4);
+    // order's row, nor version 11's previous webhook secret, nor version 12's mark).
+    tamper(&db, SCHEMA_12_TO_4);
     {
         let conn = rusqlite::Connection::open(&db).expect("open");
         let columns: i64 = conn

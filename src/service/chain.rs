@@ -132,10 +132,6 @@ pub(crate) struct WatchState {
     missing: Mutex<HashMap<String, (u32, i64, Timestamp)>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
-    /// Payments this process rejected because they vanished from the chain: the only
-    /// rejected ones it records anew when they are seen again. (One the host rejected, say
-    /// a payment it refuses to take, stays rejected.)
-    vanished: Mutex<std::collections::HashSet<String>>,
     /// The decimals each token contract declared (`None`: it declares none), by
     /// lower-case address: asked once per process, as a contract's decimals do not change.
     token_decimals: Mutex<HashMap<String, Option<u32>>>,
@@ -349,7 +345,7 @@ impl Service {
     }
 
     /// The id a payment seen on chain as `payment_id` is to be recorded under: that one
-    /// if it is new; `None` if it is recorded already. A payment this process rejected as
+    /// if it is new; `None` if it is recorded already. A payment a watcher rejected as
     /// vanished (a dropped transaction broadcast again, one its endpoint did not know)
     /// that is on the chain after all is money that came: it is recorded anew, as
     /// `payment_id:again-2` and so on, which a FAILED order reports as `order.paid_late`
@@ -363,10 +359,12 @@ impl Service {
                 // Unreadable now (a busy database): tried again next pass.
                 Err(_) => return None,
                 Ok(payment) if payment.state != PaymentState::Rejected => return None,
-                Ok(_) if !self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) => {
-                    return None
-                }
-                Ok(_) => id = format!("{payment_id}:again-{again}"),
+                Ok(_) => match self.store.read(|db| db.payment_vanished(self.environment(), &id)) {
+                    Ok(true) => id = format!("{payment_id}:again-{again}"),
+                    // Rejected by the host or as reverted: it stays so. Unreadable now:
+                    // tried again next pass.
+                    Ok(false) | Err(_) => return None,
+                },
             }
         }
         None
@@ -397,12 +395,13 @@ impl Service {
         Ok(())
     }
 
-    /// Rejects a payment that vanished from the chain, and remembers it as such
-    /// ([`Service::sighting_id`]).
+    /// Rejects a payment that vanished from the chain, and marks it so in the database,
+    /// for every process and after restarts ([`Service::sighting_id`]).
     fn reject_vanished(&self, chain: &str, report: &mut ChainWatchReport, txid: &str) -> Result<()> {
         // Only when this call rejected it: one the host rejected meanwhile stays the host's.
         if self.settle_sighting(chain, report, txid, false)? {
-            self.chain_state.vanished.lock().unwrap_or_else(|p| p.into_inner()).insert(txid.to_string());
+            let environment = self.environment();
+            self.store.write(|db| db.mark_payment_vanished(environment, txid))?;
         }
         Ok(())
     }

@@ -509,6 +509,11 @@ dispatch! {
     /// Unconfirmed payments toward invoices with a derived address, first seen first
     /// (then by id, in byte order), all of them.
     fn watched_unconfirmed_payments(environment: Environment) -> Result<Vec<Payment>>;
+    /// Marks a rejected payment as rejected by the chain watcher because it vanished from
+    /// the chain (nothing for one in another state).
+    fn mark_payment_vanished(environment: Environment, txid: &str) -> Result<()>;
+    /// Whether the payment is one [`Conn::mark_payment_vanished`] marked.
+    fn payment_vanished(environment: Environment, txid: &str) -> Result<bool>;
     /// The next block the watcher of `chain` scans, if it has run before.
     fn chain_cursor(environment: Environment, chain: &str) -> Result<Option<i64>>;
     /// Stores the next block the watcher of `chain` scans.

@@ -42,6 +42,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0004_wallets.sql"),
     include_str!("../../../migrations/postgres/0005_append_list_indexes.sql"),
     include_str!("../../../migrations/postgres/0006_previous_webhook_secret.sql"),
+    include_str!("../../../migrations/postgres/0007_payment_vanished.sql"),
 ];
 
 /// The schema version this library writes on PostgreSQL.

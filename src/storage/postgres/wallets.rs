@@ -4,7 +4,7 @@
 use super::PgConn;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
-use crate::payments::Payment;
+use crate::payments::{Payment, PaymentState};
 use crate::storage::rows::{self, WALLET_COLUMNS};
 use crate::storage::{WalletRow, WatchedInvoice};
 use crate::time::Timestamp;
@@ -90,6 +90,23 @@ impl PgConn {
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment) -> Result<Vec<Payment>> {
         let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, "$1", "p.txid COLLATE \"C\"");
         self.query(&sql, &[&environment.as_str()], rows::payment)
+    }
+
+    pub(crate) fn mark_payment_vanished(&self, environment: Environment, txid: &str) -> Result<()> {
+        self.execute(
+            "UPDATE payments SET vanished = TRUE WHERE environment = $1 AND txid = $2 AND state = $3",
+            &[&environment.as_str(), &txid, &PaymentState::Rejected.as_str()],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn payment_vanished(&self, environment: Environment, txid: &str) -> Result<bool> {
+        let vanished = self.query_opt(
+            "SELECT vanished::BIGINT FROM payments WHERE environment = $1 AND txid = $2",
+            &[&environment.as_str(), &txid],
+            |row| row.int(0),
+        )?;
+        Ok(vanished == Some(1))
     }
 
     pub(crate) fn chain_cursor(&self, environment: Environment, chain: &str) -> Result<Option<i64>> {

@@ -41,6 +41,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/sqlite/0009_append_list_indexes.sql"),
     include_str!("../../../migrations/sqlite/0010_invoice_in_order_row.sql"),
     include_str!("../../../migrations/sqlite/0011_previous_webhook_secret.sql"),
+    include_str!("../../../migrations/sqlite/0012_payment_vanished.sql"),
 ];
 
 /// The schema version this library writes.

@@ -5,7 +5,7 @@ use rusqlite::named_params;
 use super::SqliteConn;
 use crate::environment::Environment;
 use crate::error::{Error, ErrorKind, Result};
-use crate::payments::Payment;
+use crate::payments::{Payment, PaymentState};
 use crate::storage::rows::{self, WALLET_COLUMNS};
 use crate::storage::{WalletRow, WatchedInvoice};
 use crate::time::Timestamp;
@@ -99,6 +99,27 @@ impl SqliteConn<'_> {
     pub(crate) fn watched_unconfirmed_payments(&self, environment: Environment) -> Result<Vec<Payment>> {
         let sql = rows::watched_unconfirmed_payments_sql(&super::orders::INVOICES, ":environment", "p.txid");
         self.query(&sql, named_params! {":environment": environment.as_str()}, rows::payment)
+    }
+
+    pub(crate) fn mark_payment_vanished(&self, environment: Environment, txid: &str) -> Result<()> {
+        self.execute(
+            "UPDATE payments SET vanished = 1 WHERE environment = :environment AND txid = :txid AND state = :rejected",
+            named_params! {
+                ":environment": environment.as_str(),
+                ":txid": txid,
+                ":rejected": PaymentState::Rejected.as_str(),
+            },
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn payment_vanished(&self, environment: Environment, txid: &str) -> Result<bool> {
+        let vanished = self.query_opt(
+            "SELECT vanished FROM payments WHERE environment = :environment AND txid = :txid",
+            named_params! {":environment": environment.as_str(), ":txid": txid},
+            |row| row.int(0),
+        )?;
+        Ok(vanished == Some(1))
     }
 
     pub(crate) fn chain_cursor(&self, environment: Environment, chain: &str) -> Result<Option<i64>> {
