@@ -291,12 +291,13 @@ pub(crate) fn private_target_reason(url: &str) -> Option<String> {
 }
 
 /// False for every address a webhook must not reach from a live service: loopback,
-/// private, link-local, shared (CGNAT), multicast, reserved, documentation and benchmark
-/// ranges, and IPv6 forms that carry such an IPv4 address (mapped, compatible, NAT64, 6to4).
+/// private, link-local, shared (CGNAT), multicast, reserved, documentation, benchmark
+/// and protocol-assignment ranges (IANA's special-purpose registries), and IPv6 forms
+/// that carry such an IPv4 address (mapped, translated, compatible, NAT64, 6to4).
 fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             !(v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
@@ -307,7 +308,9 @@ fn is_public(ip: IpAddr) -> bool {
                 || a == 0
                 || a >= 240
                 || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (18..20).contains(&b)))
+                || (a == 198 && (18..20).contains(&b))
+                || (a == 192 && b == 0 && c == 0) // IETF protocol assignments (DS-Lite, …)
+                || (a == 192 && b == 88 && c == 99)) // 6to4 relay anycast
         }
         IpAddr::V6(v6) => {
             let s = v6.segments();
@@ -315,6 +318,10 @@ fn is_public(ip: IpAddr) -> bool {
                 |high: u16, low: u16| IpAddr::V4(std::net::Ipv4Addr::from((u32::from(high) << 16) | u32::from(low)));
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_public(IpAddr::V4(v4));
+            }
+            if s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0 {
+                // IPv4-translated (SIIT, ::ffff:0:a.b.c.d): the IPv4 address decides.
+                return is_public(embedded(s[6], s[7]));
             }
             if s[..6] == [0; 6] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
                 // IPv4-compatible (also :: and ::1) and NAT64: the IPv4 address in the low bits decides.
@@ -326,9 +333,13 @@ fn is_public(ip: IpAddr) -> bool {
             }
             !((s[0] & 0xfe00) == 0xfc00          // unique local
                 || (s[0] & 0xffc0) == 0xfe80     // link-local
+                || (s[0] & 0xffc0) == 0xfec0     // site-local (deprecated, still routed inside some sites)
                 || (s[0] & 0xff00) == 0xff00     // multicast
                 || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64
-                || (s[0] == 0x2001 && s[1] == 0xdb8)) // documentation
+                || (s[0] == 0x100 && s[1..4] == [0, 0, 0]) // discard-only
+                || (s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments: Teredo, benchmarking, ORCHID…
+                || (s[0] == 0x2001 && s[1] == 0xdb8) // documentation
+                || (s[0] & 0xfff0) == 0x3ff0) // documentation (RFC 9637)
         }
     }
 }
@@ -361,6 +372,17 @@ mod tests {
             "http://[64:ff9b:1::1]/",   // local-use NAT64
             "http://[2002:a00:1::1]/",  // 6to4 of 10.0.0.1
             "http://[2002:7f00:1::1]/", // 6to4 of 127.0.0.1
+            "http://192.0.0.1/",        // IETF protocol assignments (DS-Lite)
+            "http://192.0.0.170/",
+            "http://192.88.99.1/",          // 6to4 relay anycast
+            "http://[::ffff:0:127.0.0.1]/", // IPv4-translated
+            "http://[::ffff:0:a00:1]/",
+            "http://[fec0::1]/", // site-local
+            "http://[fec0::a9fe:a9fe]/",
+            "http://[100::1]/",  // discard-only
+            "http://[2001::1]/", // Teredo
+            "http://[2001:2::1]/",
+            "http://[3fff::1]/", // documentation
         ] {
             assert!(private_target_reason(url).is_some(), "{url} allowed");
         }
@@ -369,6 +391,9 @@ mod tests {
             "http://[64:ff9b::5db8:d70e]/", // NAT64 of 93.184.215.14
             "http://[2002:5db8:d70e::1]/",  // 6to4 of 93.184.215.14
             "http://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/",
+            "http://192.1.0.1/",
+            "http://[2001:4860:4860::8888]/",
+            "http://[::ffff:0:5db8:d70e]/", // IPv4-translated 93.184.215.14
             "http://no-such-host.invalid/", // unresolvable now: checked again when connecting
         ] {
             assert_eq!(private_target_reason(url), None, "{url} refused");
