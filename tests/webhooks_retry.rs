@@ -305,3 +305,21 @@ fn a_kept_alive_connection_the_receiver_closed_meanwhile_is_not_a_failed_attempt
     assert_eq!(d.state, DeliveryState::Delivered);
     assert_eq!(rx.count(), 2);
 }
+
+#[test]
+fn a_retry_goes_out_on_time_after_the_clock_is_set_back() {
+    let receiver = Receiver::start();
+    receiver.push(Reply::status(500));
+    let env = manual(|_| {});
+    let clock = env.clock.clone().expect("manual clock");
+    let (_, event) = env.paid_order(Some(&receiver.url()));
+    assert_eq!(env.deliver().retrying, 1, "the first attempt fails; the next is due in about 5 s");
+    // An NTP step an hour back: the retry is still due about 5 s after its attempt.
+    clock.advance_ms(-3_600_000);
+    assert_eq!(env.deliver().attempted, 0, "not due yet");
+    clock.advance_ms(6_500);
+    let report = env.deliver();
+    assert_eq!((report.attempted, report.delivered), (1, 1), "{report:?}");
+    assert_eq!(env.delivery(&event).state, DeliveryState::Delivered);
+    assert_eq!(receiver.requests().len(), 2);
+}

@@ -351,23 +351,19 @@ impl Service {
     /// `payment_id:again-2` and so on, which a FAILED order reports as `order.paid_late`
     /// and an open one counts. Any other rejected payment (reverted, or rejected by the
     /// host) stays as it is.
-    fn sighting_id(&self, payment_id: &str) -> Option<String> {
+    fn sighting_id(&self, payment_id: &str) -> Result<Option<String>> {
         let mut id = payment_id.to_string();
         for again in 2..=MAX_REAPPEARANCES + 1 {
             match self.payment(&id) {
-                Err(error) if matches!(error.kind(), ErrorKind::PaymentNotFound(_)) => return Some(id),
-                // Unreadable now (a busy database): tried again next pass.
-                Err(_) => return None,
-                Ok(payment) if payment.state != PaymentState::Rejected => return None,
-                Ok(_) => match self.store.read(|db| db.payment_vanished(self.environment(), &id)) {
-                    Ok(true) => id = format!("{payment_id}:again-{again}"),
-                    // Rejected by the host or as reverted: it stays so. Unreadable now:
-                    // tried again next pass.
-                    Ok(false) | Err(_) => return None,
-                },
+                Err(error) if matches!(error.kind(), ErrorKind::PaymentNotFound(_)) => return Ok(Some(id)),
+                Err(error) => return Err(error),
+                Ok(payment) if payment.state != PaymentState::Rejected => return Ok(None),
+                // Rejected by the host or as reverted: it stays so.
+                Ok(_) if !self.store.read(|db| db.payment_vanished(self.environment(), &id))? => return Ok(None),
+                Ok(_) => id = format!("{payment_id}:again-{again}"),
             }
         }
-        None
+        Ok(None)
     }
 
     /// Records a payment seen on chain as `payment_id`, unconfirmed, unless it is recorded
@@ -384,7 +380,7 @@ impl Service {
         if amount <= Decimal::ZERO {
             return Ok(());
         }
-        let Some(payment_id) = self.sighting_id(payment_id) else { return Ok(()) };
+        let Some(payment_id) = self.sighting_id(payment_id)? else { return Ok(()) };
         let payment_id = payment_id.as_str();
         match self.record_payment(order_id, payment_id, amount, false) {
             Ok(outcome) if !outcome.duplicate => report.recorded += 1,

@@ -31,6 +31,7 @@ impl Service {
     /// (the background worker's stop).
     pub(crate) fn send_due_emails_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<EmailReport> {
         let Some(smtp) = self.config().smtp.clone() else { return Ok(EmailReport::default()) };
+        self.follow_clock_set_back(Outbox::Emails)?;
         let token = keys::random_id(24);
         let lease_ms = Outbox::Emails.lease_ms(self.config().webhook_timeout);
         let transport = SmtpTransport::from_url(&smtp.url)

@@ -108,6 +108,9 @@ pub struct Service {
     admitted_keys: admitted::AdmittedKeys,
     /// The chain watcher's backoff and missing-transaction counts.
     chain_state: chain::WatchState,
+    /// The latest clock reading each outbox's delivery runs saw (webhooks, e-mails):
+    /// what tells that the clock was set back ([`Service::follow_clock_set_back`]).
+    outbox_clock_ms: [std::sync::atomic::AtomicI64; 2],
 }
 
 /// An order id in the form it is stored in (lower-case hyphenated UUID), whatever form
@@ -226,6 +229,7 @@ impl Service {
             rate_memo: quotes::RateMemo::default(),
             admitted_keys: admitted::AdmittedKeys::default(),
             chain_state: chain::WatchState::default(),
+            outbox_clock_ms: Default::default(),
         })
     }
 

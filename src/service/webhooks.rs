@@ -44,6 +44,7 @@ impl Service {
     /// [`Service::deliver_due`] that takes no more events once `stopped()` says so (the
     /// background worker's stop), and returns when those in flight are recorded.
     pub(crate) fn deliver_due_unless(&self, limit: usize, stopped: &dyn Fn() -> bool) -> Result<DeliveryReport> {
+        self.follow_clock_set_back(Outbox::Webhooks)?;
         let sender = WebhookSender { http: self.http.clone(), clock: Arc::clone(&self.config().clock) };
         // The pool's threads end when it is dropped, on every path out of here.
         let mut pool = SenderPool::start(self.config().delivery_concurrency.clamp(1, limit.max(1)), sender);
@@ -252,6 +253,43 @@ impl Service {
         } else {
             Err(Error::new(ErrorKind::EventNotFound(event_id.to_string())))
         }
+    }
+}
+
+/// How far behind the latest time a delivery run of an outbox saw the clock must be to
+/// count as set back.
+const CLOCK_SET_BACK_MS: i64 = 2_000;
+
+impl Service {
+    /// At the start of a delivery run of `outbox`: when the clock reads more than
+    /// [`CLOCK_SET_BACK_MS`] before what an earlier run of this service saw (an NTP step
+    /// back), the due times and leases of the outbox's waiting messages move back by as
+    /// much, so a retry due 5 s after its attempt goes out 5 s after it, not once the
+    /// clock has caught up with the step. Each process does this for itself; two on one
+    /// database move them twice, so a retry goes out early, never late.
+    pub(crate) fn follow_clock_set_back(&self, outbox: Outbox) -> Result<()> {
+        let seen = &self.outbox_clock_ms[match outbox {
+            Outbox::Webhooks => 0,
+            Outbox::Emails => 1,
+        }];
+        let now = self.now();
+        let latest = seen.fetch_max(now.as_millis(), std::sync::atomic::Ordering::SeqCst);
+        let by_ms = latest.saturating_sub(now.as_millis());
+        // Only the run that takes the step moves the times, once.
+        if by_ms < CLOCK_SET_BACK_MS
+            || seen
+                .compare_exchange(
+                    latest,
+                    now.as_millis(),
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                )
+                .is_err()
+        {
+            return Ok(());
+        }
+        let environment = self.environment();
+        self.store.write_outbox(|db| db.move_outbox_times_back(outbox, environment, now, by_ms))
     }
 }
 

@@ -67,6 +67,21 @@ pub(super) fn table(outbox: Outbox) -> &'static Table {
     }
 }
 
+/// The UPDATE, on either backend given its placeholders, that moves the due times and
+/// leases of an outbox's waiting messages back by `by` ms after the clock was set back by
+/// as much: a retry due 5 s after an attempt is then due 5 s after it again, not 5 s
+/// after the clock has caught up with the step.
+pub(super) fn clock_set_back_sql(t: &Table, environment: &str, now: &str, by: &str) -> String {
+    let Table { name, state, pending, .. } = t;
+    format!(
+        "UPDATE {name} SET
+             next_attempt_at = CASE WHEN next_attempt_at > {now} THEN next_attempt_at - {by} ELSE next_attempt_at END,
+             lease_until = CASE WHEN lease_until > {now} THEN lease_until - {by} ELSE lease_until END
+         WHERE environment = {environment} AND {state} = '{pending}'
+           AND (next_attempt_at > {now} OR lease_until > {now})"
+    )
+}
+
 /// The one lease-expiry rule, for the row aliased `alias`, with the backend's
 /// placeholder `now` for the current time: a lease has run out (or was never taken, or a
 /// finished attempt released it) once `lease_until` is not after now. Only such a message

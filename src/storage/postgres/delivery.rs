@@ -8,7 +8,7 @@ use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
 use crate::storage::outbox::{
-    finished_attempt_assignments, lease_expired, next_due_sql, settled_columns, table, Table,
+    clock_set_back_sql, finished_attempt_assignments, lease_expired, next_due_sql, settled_columns, table, Table,
 };
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
@@ -93,6 +93,20 @@ impl PgConn {
         self.query_one(&next_due_sql(outbox, "$1", "$2"), &[&environment.as_str(), &now.as_millis()], |row| {
             Ok(row.opt_int(0)?.map(Timestamp))
         })
+    }
+
+    pub(crate) fn move_outbox_times_back(
+        &self,
+        outbox: Outbox,
+        environment: Environment,
+        now: Timestamp,
+        by_ms: i64,
+    ) -> Result<()> {
+        self.execute(
+            &clock_set_back_sql(table(outbox), "$1", "$2", "$3"),
+            &[&environment.as_str(), &now.as_millis(), &by_ms],
+        )?;
+        Ok(())
     }
 
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {

@@ -102,7 +102,7 @@ impl PgConn {
 
     pub(crate) fn payment_vanished(&self, environment: Environment, txid: &str) -> Result<bool> {
         let vanished = self.query_opt(
-            "SELECT vanished::BIGINT FROM payments WHERE environment = $1 AND txid = $2",
+            "SELECT CASE WHEN vanished THEN 1 ELSE 0 END::BIGINT FROM payments WHERE environment = $1 AND txid = $2",
             &[&environment.as_str(), &txid],
             |row| row.int(0),
         )?;
