@@ -331,15 +331,13 @@ fn is_public(ip: IpAddr) -> bool {
                 // 6to4 relays to the IPv4 address in bits 16..48.
                 return is_public(embedded(s[1], s[2]));
             }
-            !((s[0] & 0xfe00) == 0xfc00          // unique local
-                || (s[0] & 0xffc0) == 0xfe80     // link-local
-                || (s[0] & 0xffc0) == 0xfec0     // site-local (deprecated, still routed inside some sites)
-                || (s[0] & 0xff00) == 0xff00     // multicast
-                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64
-                || (s[0] == 0x100 && s[1..4] == [0, 0, 0]) // discard-only
-                || (s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments: Teredo, benchmarking, ORCHID…
-                || (s[0] == 0x2001 && s[1] == 0xdb8) // documentation
-                || (s[0] & 0xfff0) == 0x3ff0) // documentation (RFC 9637)
+            // The public internet is global unicast, 2000::/3; outside it are unique local,
+            // link- and site-local, multicast, discard-only, local-use NAT64, SRv6 and the
+            // rest. Inside it, these are not public either:
+            (s[0] & 0xe000) == 0x2000
+                && !(s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments: Teredo, benchmarking, ORCHID…
+                && !(s[0] == 0x2001 && s[1] == 0xdb8) // documentation
+                && !(s[0] == 0x3fff && s[1] < 0x1000) // documentation (RFC 9637, 3fff::/20)
         }
     }
 }
@@ -383,6 +381,10 @@ mod tests {
             "http://[2001::1]/", // Teredo
             "http://[2001:2::1]/",
             "http://[3fff::1]/", // documentation
+            "http://[3fff:fff::1]/",
+            "http://[5f00::1]/",      // SRv6
+            "http://[100:0:0:1::1]/", // dummy prefix
+            "http://[4000::1]/",      // not global unicast
         ] {
             assert!(private_target_reason(url).is_some(), "{url} allowed");
         }
@@ -393,6 +395,8 @@ mod tests {
             "http://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/",
             "http://192.1.0.1/",
             "http://[2001:4860:4860::8888]/",
+            "http://[2001:200::1]/",
+            "http://[3fff:1000::1]/",       // past 3fff::/20
             "http://[::ffff:0:5db8:d70e]/", // IPv4-translated 93.184.215.14
             "http://no-such-host.invalid/", // unresolvable now: checked again when connecting
         ] {

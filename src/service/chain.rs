@@ -108,6 +108,17 @@ pub struct ChainWatchReport {
     pub errors: Vec<String>,
 }
 
+/// What the watcher makes of a payment it followed up.
+#[derive(Debug, Clone, Copy)]
+enum Settlement {
+    /// Deep enough: confirmed.
+    Confirm,
+    /// Mined but reverted: rejected, for good.
+    Reject,
+    /// Gone from the chain: rejected, and marked so, to be recorded anew if it comes back.
+    RejectVanished,
+}
+
 /// Why a chain's pass stopped early.
 enum PassFailure {
     /// The endpoint failed: back off, try again later.
@@ -391,37 +402,32 @@ impl Service {
         Ok(())
     }
 
-    /// Rejects a payment that vanished from the chain, and marks it so in the database,
-    /// for every process and after restarts ([`Service::sighting_id`]).
+    /// Rejects a payment that vanished from the chain, marked so in the database for every
+    /// process and after restarts ([`Service::sighting_id`]); only when this call rejects
+    /// it: one the host rejected meanwhile stays the host's.
     fn reject_vanished(&self, chain: &str, report: &mut ChainWatchReport, txid: &str) -> Result<()> {
-        // Only when this call rejected it: one the host rejected meanwhile stays the host's.
-        if self.settle_sighting(chain, report, txid, false)? {
-            let environment = self.environment();
-            self.store.write(|db| db.mark_payment_vanished(environment, txid))?;
-        }
-        Ok(())
+        self.settle_sighting(chain, report, txid, Settlement::RejectVanished)
     }
 
-    /// Confirms or rejects a followed-up payment; refusals are reported. True when this
-    /// call settled it (not settled before, by another process or the host).
-    fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, confirm: bool) -> Result<bool> {
-        let settled = if confirm { self.confirm_payment(txid) } else { self.reject_payment(txid) };
+    /// Confirms or rejects a followed-up payment; refusals are reported.
+    fn settle_sighting(&self, chain: &str, report: &mut ChainWatchReport, txid: &str, how: Settlement) -> Result<()> {
+        let settled = match how {
+            Settlement::Confirm => self.confirm_payment(txid),
+            Settlement::Reject => self.reject_payment(txid),
+            Settlement::RejectVanished => self.reject_vanished_payment(txid),
+        };
         // Settled either way: nothing more to count for it.
         self.chain_state.seen(txid);
         match settled {
-            Ok(outcome) if !outcome.duplicate => {
-                if confirm {
-                    report.confirmed += 1;
-                } else {
-                    report.rejected += 1;
-                }
-                return Ok(true);
-            }
+            Ok(outcome) if !outcome.duplicate => match how {
+                Settlement::Confirm => report.confirmed += 1,
+                Settlement::Reject | Settlement::RejectVanished => report.rejected += 1,
+            },
             Ok(_) => {}
             Err(error) if matches!(error.kind(), ErrorKind::Storage(_) | ErrorKind::Corrupt(_)) => return Err(error),
             Err(error) => report.errors.push(format!("{chain}: settling payment {txid}: {error}")),
         }
-        Ok(false)
+        Ok(())
     }
 
     /// Whether a vanished payment has a replacement still on its way: another payment of
@@ -517,7 +523,7 @@ impl Service {
                 TransactionStatus::Confirmed { block_height } => {
                     self.chain_state.seen(&payment.txid);
                     if confirmations(tip, block_height) >= u64::from(watch.confirmations) {
-                        self.settle_sighting("bitcoin", report, &payment.txid, true)?;
+                        self.settle_sighting("bitcoin", report, &payment.txid, Settlement::Confirm)?;
                     }
                 }
             }
@@ -584,12 +590,12 @@ impl Service {
             match client.receipt(hash).map_err(endpoint)? {
                 Some(receipt) if !receipt.succeeded => {
                     // Reverted: mined, but it moved nothing.
-                    self.settle_sighting("ethereum", report, &payment.txid, false)?;
+                    self.settle_sighting("ethereum", report, &payment.txid, Settlement::Reject)?;
                 }
                 Some(receipt) => {
                     self.chain_state.seen(&payment.txid);
                     if confirmations(tip, receipt.block_number) >= u64::from(watch.confirmations) {
-                        self.settle_sighting("ethereum", report, &payment.txid, true)?;
+                        self.settle_sighting("ethereum", report, &payment.txid, Settlement::Confirm)?;
                     }
                 }
                 None => {

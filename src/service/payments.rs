@@ -367,12 +367,27 @@ impl Service {
     }
 
     fn settle_txid(&self, txid: &str, to: PaymentState) -> Result<PaymentOutcome> {
+        self.settle_txid_marking(txid, to, false)
+    }
+
+    /// [`Service::reject_payment`] by the chain watcher of a payment that vanished from
+    /// the chain: marked so in the same transaction, so the mark is never lost between
+    /// the two (the watcher records such a payment anew if it comes back).
+    pub(crate) fn reject_vanished_payment(&self, txid: &str) -> Result<PaymentOutcome> {
+        self.settle_txid_marking(txid, PaymentState::Rejected, true)
+    }
+
+    fn settle_txid_marking(&self, txid: &str, to: PaymentState, vanished: bool) -> Result<PaymentOutcome> {
         let now = self.now();
         self.store.write(|db| {
             let payment = db
                 .payment_by_txid(self.environment(), txid.trim())?
                 .ok_or_else(|| Error::new(ErrorKind::PaymentNotFound(txid.to_string())))?;
-            self.settle(db, payment, to, now)
+            let outcome = self.settle(db, payment, to, now)?;
+            if vanished && !outcome.duplicate {
+                db.mark_payment_vanished(self.environment(), &outcome.payment.txid)?;
+            }
+            Ok(outcome)
         })
     }
 

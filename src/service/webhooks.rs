@@ -263,10 +263,11 @@ const CLOCK_SET_BACK_MS: i64 = 2_000;
 impl Service {
     /// At the start of a delivery run of `outbox`: when the clock reads more than
     /// [`CLOCK_SET_BACK_MS`] before what an earlier run of this service saw (an NTP step
-    /// back), the due times and leases of the outbox's waiting messages move back by as
-    /// much, so a retry due 5 s after its attempt goes out 5 s after it, not once the
-    /// clock has caught up with the step. Each process does this for itself; two on one
-    /// database move them twice, so a retry goes out early, never late.
+    /// back), the due times of the outbox's waiting messages move back by as much, so a
+    /// retry due 5 s after its attempt goes out 5 s after it, not once the clock has
+    /// caught up with the step. Each process does this for itself (two on one database
+    /// move them twice), and a retry written meanwhile moves too: a retry may go out
+    /// early, never late. Leases are not moved (see `clock_set_back_sql`).
     pub(crate) fn follow_clock_set_back(&self, outbox: Outbox) -> Result<()> {
         let seen = &self.outbox_clock_ms[match outbox {
             Outbox::Webhooks => 0,

@@ -462,8 +462,8 @@ dispatch! {
     /// still holds it (a lease that ran out may have passed to another deliverer, whose
     /// record then stands). Returns whether it did.
     fn finish_attempt(result: &AttemptResult<'_>) -> Result<bool>;
-    /// Moves the due times and leases later than `now` of the outbox's waiting messages
-    /// back by `by_ms`: the clock was set back by as much.
+    /// Moves the due times later than `now` of the outbox's waiting messages back by
+    /// `by_ms`: the clock was set back by as much.
     fn move_outbox_times_back(outbox: Outbox, environment: Environment, now: Timestamp, by_ms: i64) -> Result<()>;
     /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
     /// right now is kept: the attempt in flight finishes before anyone sends it again,

@@ -67,18 +67,16 @@ pub(super) fn table(outbox: Outbox) -> &'static Table {
     }
 }
 
-/// The UPDATE, on either backend given its placeholders, that moves the due times and
-/// leases of an outbox's waiting messages back by `by` ms after the clock was set back by
-/// as much: a retry due 5 s after an attempt is then due 5 s after it again, not 5 s
-/// after the clock has caught up with the step.
+/// The UPDATE, on either backend given its placeholders, that moves the due times of an
+/// outbox's waiting messages back by `by` ms after the clock was set back by as much: a
+/// retry due 5 s after an attempt is then due 5 s after it again, not 5 s after the clock
+/// has caught up with the step. Leases stay: shortening one could hand a message still
+/// being sent to a second sender (a lease is released when its attempt finishes anyway).
 pub(super) fn clock_set_back_sql(t: &Table, environment: &str, now: &str, by: &str) -> String {
     let Table { name, state, pending, .. } = t;
     format!(
-        "UPDATE {name} SET
-             next_attempt_at = CASE WHEN next_attempt_at > {now} THEN next_attempt_at - {by} ELSE next_attempt_at END,
-             lease_until = CASE WHEN lease_until > {now} THEN lease_until - {by} ELSE lease_until END
-         WHERE environment = {environment} AND {state} = '{pending}'
-           AND (next_attempt_at > {now} OR lease_until > {now})"
+        "UPDATE {name} SET next_attempt_at = next_attempt_at - {by}
+         WHERE environment = {environment} AND {state} = '{pending}' AND next_attempt_at > {now}"
     )
 }
 
