@@ -125,6 +125,12 @@ struct TransactionJson {
     status: StatusJson,
 }
 
+/// Confirmed transactions on a full page of an address's history.
+const CHAIN_PAGE: usize = 25;
+/// Most further pages of an address's confirmed history read: 250 older transactions,
+/// far more than an invoice address sees, and a bound on what dust can cost a pass.
+const MAX_CHAIN_PAGES: usize = 10;
+
 /// An output: OP_RETURN and other non-standard scripts have no address.
 #[derive(Debug, Deserialize)]
 struct OutputJson {
@@ -181,21 +187,41 @@ impl EsploraClient {
     /// `sats` is the sum of the transaction's outputs to the address (a payer may split a
     /// payment); a transaction that only spends from the address is not a payment to it.
     ///
-    /// One page only: Blockstream's electrs answers up to 50 mempool transactions plus the
-    /// 25 newest confirmed ones (mempool.space's fork 25 in all, mempool first), and older
-    /// confirmed ones are on further pages (`/address/:address/txs/chain/:last_seen_txid`),
-    /// which are not fetched. An invoice address is fresh and sees a handful of
-    /// transactions, so one page holds them all.
+    /// Blockstream's electrs answers up to 50 mempool transactions plus the 25 newest
+    /// confirmed ones (mempool.space's fork 25 in all, mempool first); older confirmed
+    /// ones are on further pages of 25 (`/address/:address/txs/chain/:last_seen_txid`),
+    /// read while a page is full, up to [`MAX_CHAIN_PAGES`] of them. An invoice address
+    /// is fresh and sees a handful of transactions, but anyone who knows it can send it
+    /// dust, and a payment pushed off the first page by 25 of those would go unseen.
     pub fn payments_to(&self, address: &str) -> Result<Vec<BitcoinPayment>, ChainError> {
         const ROUTE: &str = "GET /address/:address/txs";
+        const CHAIN_ROUTE: &str = "GET /address/:address/txs/chain/:last_seen_txid";
         if !is_valid_address(address) {
             return Err(ChainError::new("not a Bitcoin address: only bech32 or base58 characters are allowed"));
         }
-        let (status, body) = self.get(ROUTE, &["address", address, "txs"])?;
-        let body = self.success(ROUTE, status, body)?;
-        let transactions: Vec<TransactionJson> =
-            serde_json::from_slice(&body).map_err(|e| self.error(ROUTE, &format!("unexpected answer: {e}")))?;
+        let mut transactions = self.transactions(ROUTE, &["address", address, "txs"])?;
+        let mut page = transactions.iter().filter(|transaction| transaction.status.confirmed).count();
+        for _ in 0..MAX_CHAIN_PAGES {
+            // A page holds 25 confirmed transactions; fewer means it was the last.
+            let last = match transactions.last() {
+                Some(last) if page >= CHAIN_PAGE && last.status.confirmed => last.txid.clone(),
+                _ => break,
+            };
+            if !is_valid_txid(&last) {
+                return Err(self.error(CHAIN_ROUTE, "a transaction id in the answer is not 64 hexadecimal digits"));
+            }
+            let older = self.transactions(CHAIN_ROUTE, &["address", address, "txs", "chain", &last])?;
+            page = older.len();
+            transactions.extend(older);
+        }
         payments_in(transactions, address).map_err(|detail| self.error(ROUTE, &detail))
+    }
+
+    /// One page of an address's transactions, at the URL `segments` make.
+    fn transactions(&self, route: &str, segments: &[&str]) -> Result<Vec<TransactionJson>, ChainError> {
+        let (status, body) = self.get(route, segments)?;
+        let body = self.success(route, status, body)?;
+        serde_json::from_slice(&body).map_err(|e| self.error(route, &format!("unexpected answer: {e}")))
     }
 
     /// Where transaction `txid` stands: `GET /tx/:txid/status`, then `GET /tx/:txid` when
@@ -714,5 +740,42 @@ mod tests {
         let message = client.status_error("GET /tx/:txid/status", 404, body.as_bytes()).to_string();
         assert!(!message.contains("SECR"), "{message}");
         assert!(message.contains("answered HTTP 404: xxx"), "{message}");
+    }
+
+    #[test]
+    fn older_pages_are_read_while_a_page_is_full_so_dust_cannot_hide_a_payment() {
+        // 25 confirmed dust transactions fill ADDRESS_2's first page; the payment is on the
+        // page after the last of them, and a second full page leads to a third, empty one.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let history = dir.path().join(format!("address/{ADDRESS_2}"));
+        std::fs::create_dir_all(history.join("txs/chain")).expect("dirs");
+        let transaction = |n: u64, sats: u64| {
+            serde_json::json!({
+                "txid": format!("{n:064x}"),
+                "vout": [{"scriptpubkey_address": ADDRESS_2, "value": sats}],
+                "status": {"confirmed": true, "block_height": 869_000 - n, "block_time": 1_795_000_000 - n},
+            })
+        };
+        let page = |from: u64| (from..from + 25).map(|n| transaction(n, 546)).collect::<Vec<_>>();
+        let write = |name: &str, body: &serde_json::Value| {
+            std::fs::write(history.join(name), body.to_string()).expect("write");
+        };
+        write("txs.json", &serde_json::json!(page(1)));
+        let mut second = page(26);
+        second[3] = transaction(29, 50_000); // the payment, among more dust
+        write(&format!("txs/chain/{:064x}.json", 25), &serde_json::json!(second));
+        write(&format!("txs/chain/{:064x}.json", 50), &serde_json::json!([]));
+        let server = start(dir.path().to_path_buf());
+        let payments = client(&server.url()).payments_to(ADDRESS_2).expect("payments");
+        assert_eq!(payments.len(), 50);
+        assert!(payments.iter().any(|p| p.txid == format!("{:064x}", 29) && p.sats == 50_000), "{payments:?}");
+        assert_eq!(
+            targets(&server),
+            [
+                format!("/address/{ADDRESS_2}/txs"),
+                format!("/address/{ADDRESS_2}/txs/chain/{:064x}", 25),
+                format!("/address/{ADDRESS_2}/txs/chain/{:064x}", 50),
+            ]
+        );
     }
 }
