@@ -773,7 +773,7 @@ mod tests {
         }
         state.seen("tx");
         assert!(!state.missing_again("tx", Timestamp(half)), "seeing it again starts the count over");
-        assert!(!state.missing_again("tx", Timestamp(2 * half)), "long enough, not yet enough passes");
+        assert!(!state.missing_again("tx", Timestamp(2 * half)), "neither enough passes nor long enough");
         assert!(!state.missing_again("tx", Timestamp(3 * half - 1)), "enough passes, not yet long enough");
         assert!(state.missing_again("tx", Timestamp(3 * half)));
         for _ in 0..MISSING_PASSES + 5 {
