@@ -7,6 +7,7 @@ use crate::signature;
 use crate::storage::{AttemptResult, ClaimedEvent, SigningKey};
 use std::collections::VecDeque;
 use std::io::Read;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::config::Clock;
@@ -274,19 +275,10 @@ impl Service {
             Outbox::Emails => 1,
         }];
         let now = self.now();
-        let latest = seen.fetch_max(now.as_millis(), std::sync::atomic::Ordering::SeqCst);
+        let latest = seen.fetch_max(now.as_millis(), SeqCst);
         let by_ms = latest.saturating_sub(now.as_millis());
         // Only the run that takes the step moves the times, once.
-        if by_ms < CLOCK_SET_BACK_MS
-            || seen
-                .compare_exchange(
-                    latest,
-                    now.as_millis(),
-                    std::sync::atomic::Ordering::SeqCst,
-                    std::sync::atomic::Ordering::SeqCst,
-                )
-                .is_err()
-        {
+        if by_ms < CLOCK_SET_BACK_MS || seen.compare_exchange(latest, now.as_millis(), SeqCst, SeqCst).is_err() {
             return Ok(());
         }
         let environment = self.environment();
