@@ -316,13 +316,19 @@ fn check_email(field: &str, text: Option<&str>) -> Result<Option<String>> {
     if address.domain().starts_with('[') {
         return Err(Error::invalid(field, "must be a valid e-mail address with a domain name"));
     }
-    // Nor does the SMTP client the payment-link e-mail goes out with take every address
-    // RFC 5322 allows (a quoted local part, `"a b"@example.com`): one it refuses would be
-    // retried for days and never sent, so it is refused here, where the caller hears.
-    if text.parse::<lettre::message::Mailbox>().is_err() {
+    // One the mailer cannot send to would be retried for days and never sent: refused
+    // here, where the caller hears.
+    if !is_sendable_address(text) {
         return Err(Error::invalid(field, "must be an e-mail address of the common form, without quotes"));
     }
     Ok(Some(text.to_string()))
+}
+
+/// Whether the SMTP client the payment-link e-mail goes out with takes `address` as a
+/// recipient. It does not take every address RFC 5322 allows: a quoted local part
+/// (`"a b"@example.com`) is refused.
+pub(crate) fn is_sendable_address(address: &str) -> bool {
+    address.parse::<lettre::message::Mailbox>().is_ok()
 }
 
 /// A stored order (spec §2.2, §2.3, §2.5).

@@ -341,3 +341,23 @@ fn an_email_whose_order_cannot_be_read_is_retried_without_stopping_the_others() 
     assert_eq!(h.svc.emails(Some(&fine), 10).expect("emails")[0].state, EmailState::Sent);
     sink.stop();
 }
+
+#[test]
+fn an_email_queued_to_an_address_the_mailer_cannot_take_fails_at_once() {
+    // Queued by an older version, which took a quoted local part: no retry would send it.
+    let mut sink = SmtpSink::start();
+    let h = harness(None);
+    let (order_id, _) = create(&h, &order_body("mug-quoted"));
+    let mut raw = common::RawDb::open(&h.db());
+    raw.execute("UPDATE emails SET recipient = '\"a b\"@example.com' WHERE order_id = ?1", &[&order_id]);
+    let mailer = reopen(&h, smtp(sink.url()));
+    let report = mailer.send_due_emails(10).expect("send");
+    assert_eq!((report.attempted, report.sent, report.failed, report.retrying), (1, 0, 1, 0), "{report:?}");
+    let email = mailer.emails(Some(&order_id), 10).expect("emails").remove(0);
+    assert_eq!(email.state, EmailState::Failed);
+    assert!(email.last_error.as_deref().unwrap_or("").contains("cannot send to this address"), "{email:?}");
+    assert!(!email.last_error.as_deref().unwrap_or("").contains("a b"), "no address in the error: {email:?}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(sink.received().is_empty(), "nothing reached SMTP");
+    sink.stop();
+}

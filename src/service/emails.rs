@@ -70,6 +70,10 @@ impl Service {
                 (_, Ok(Some(status))) if status.is_terminal() => {
                     Outcome::GiveUp(format!("not sent: the order is {status}"))
                 }
+                // Queued before such addresses were refused: no retry would send it.
+                (_, Ok(Some(_))) if !crate::orders::is_sendable_address(&email.recipient) => {
+                    Outcome::GiveUp("not sent: the mailer cannot send to this address (a quoted local part)".into())
+                }
                 (Ok(transport), Ok(Some(_))) => match send_one(transport, &smtp.from, &email) {
                     Ok(()) => Outcome::Sent,
                     Err(error) => Outcome::Retry { error, retry_after: None },
