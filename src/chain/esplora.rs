@@ -125,7 +125,7 @@ struct TransactionJson {
     status: StatusJson,
 }
 
-/// Confirmed transactions on a full page of an address's history.
+/// Transactions on a full page of an address's history.
 const CHAIN_PAGE: usize = 25;
 /// Most further pages of an address's confirmed history read: 250 older transactions,
 /// far more than an invoice address sees, and a bound on what dust can cost a pass.
@@ -200,9 +200,10 @@ impl EsploraClient {
             return Err(ChainError::new("not a Bitcoin address: only bech32 or base58 characters are allowed"));
         }
         let mut transactions = self.transactions(ROUTE, &["address", address, "txs"])?;
-        let mut page = transactions.iter().filter(|transaction| transaction.status.confirmed).count();
+        let mut page = transactions.len();
         for _ in 0..MAX_CHAIN_PAGES {
-            // A page holds 25 confirmed transactions; fewer means it was the last.
+            // A full page (25 transactions at least; mempool.space's first page counts its
+            // mempool ones among the 25) ending with a confirmed one may have more after it.
             let last = match transactions.last() {
                 Some(last) if page >= CHAIN_PAGE && last.status.confirmed => last.txid.clone(),
                 _ => break,
@@ -777,5 +778,34 @@ mod tests {
                 format!("/address/{ADDRESS_2}/txs/chain/{:064x}", 50),
             ]
         );
+    }
+
+    #[test]
+    fn a_first_page_of_25_counting_mempool_ones_leads_to_the_next() {
+        // mempool.space's fork: 25 in all, the mempool's first (here 5), then confirmed.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let history = dir.path().join(format!("address/{ADDRESS_1}"));
+        std::fs::create_dir_all(history.join("txs/chain")).expect("dirs");
+        let transaction = |n: u64, confirmed: bool| {
+            let status = match confirmed {
+                true => {
+                    serde_json::json!({"confirmed": true, "block_height": 869_000 - n, "block_time": 1_795_000_000 - n})
+                }
+                false => serde_json::json!({"confirmed": false}),
+            };
+            serde_json::json!({
+                "txid": format!("{n:064x}"),
+                "vout": [{"scriptpubkey_address": ADDRESS_1, "value": 546 + n}],
+                "status": status,
+            })
+        };
+        let first: Vec<_> = (1..=25).map(|n| transaction(n, n > 5)).collect();
+        std::fs::write(history.join("txs.json"), serde_json::json!(first).to_string()).expect("write");
+        let older = serde_json::json!([transaction(26, true)]);
+        std::fs::write(history.join(format!("txs/chain/{:064x}.json", 25)), older.to_string()).expect("write");
+        let server = start(dir.path().to_path_buf());
+        let payments = client(&server.url()).payments_to(ADDRESS_1).expect("payments");
+        assert_eq!(payments.len(), 26, "{payments:?}");
+        assert_eq!(targets(&server).len(), 2, "the page of one was the last");
     }
 }
