@@ -475,3 +475,14 @@ fn latest_block_secs(anvil: &Anvil) -> u64 {
     let hex = latest["timestamp"].as_str().expect("a timestamp").trim_start_matches("0x");
     u64::from_str_radix(hex, 16).expect("hex")
 }
+
+#[test]
+fn a_token_with_more_decimals_than_an_amount_holds_is_reported_not_read() {
+    let chain = chain_with_token_decimals(30);
+    let usdt = chain.order("USDT", "10");
+    chain.anvil.send_token(&chain.token, &chain.payer, &usdt.invoice.address, 10u128.pow(31));
+    let report = chain.shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.recorded, 0, "{report:?}");
+    assert!(report.errors.iter().any(|e| e.contains("declares no decimals() (or more than 28)")), "{report:?}");
+    assert_eq!(chain.status(&usdt), OrderStatus::New);
+}

@@ -331,14 +331,15 @@ impl Service {
     }
 
     /// The decimals `contract` declares, asked of the node the first time; `None` when it
-    /// declares none (its transfers cannot be read as amounts).
+    /// declares none, or more than 28 (its transfers cannot be read as amounts).
     fn token_decimals(&self, client: &EthereumClient, contract: &str) -> std::result::Result<Option<u32>, PassFailure> {
         if let Some(&decimals) = self.chain_state.token_decimals.lock().unwrap_or_else(|p| p.into_inner()).get(contract)
         {
             return Ok(decimals);
         }
         let declared = client.token_decimals(contract).map_err(|e| PassFailure::Endpoint(e.to_string()))?;
-        let decimals = declared.map(u32::from);
+        // More than 28 places is beyond what a decimal amount holds: none usable.
+        let decimals = declared.map(u32::from).filter(|places| *places <= 28);
         self.chain_state
             .token_decimals
             .lock()
@@ -634,7 +635,8 @@ impl Service {
                 let contract = contract.to_ascii_lowercase();
                 let Some(decimals) = self.token_decimals(client, &contract)? else {
                     report.errors.push(format!(
-                        "ethereum: token {coin} at {contract} declares no decimals(): its transfers are not counted \
+                        "ethereum: token {coin} at {contract} declares no decimals() (or more than 28): its transfers \
+                         are not counted \
                          (check the contract in the settings)"
                     ));
                     continue;
