@@ -743,29 +743,45 @@ mod tests {
         assert!(message.contains("answered HTTP 404: xxx"), "{message}");
     }
 
+    /// Transaction `n` (its id is `n` in hex) paying `address` `sats`, in block
+    /// 869,000 − n when `confirmed`, else in the mempool.
+    fn history_entry(address: &str, n: u64, sats: u64, confirmed: bool) -> serde_json::Value {
+        let status = match confirmed {
+            true => {
+                serde_json::json!({"confirmed": true, "block_height": 869_000 - n, "block_time": 1_795_000_000 - n})
+            }
+            false => serde_json::json!({"confirmed": false}),
+        };
+        serde_json::json!({
+            "txid": format!("{n:064x}"),
+            "vout": [{"scriptpubkey_address": address, "value": sats}],
+            "status": status,
+        })
+    }
+
+    /// A phase directory whose `address` history is `pages`: the first page, then each
+    /// further one after the last transaction of the page before.
+    fn history_pages(address: &str, pages: &[Vec<serde_json::Value>]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let history = dir.path().join(format!("address/{address}"));
+        std::fs::create_dir_all(history.join("txs/chain")).expect("dirs");
+        let mut name = "txs.json".to_string();
+        for page in pages {
+            std::fs::write(history.join(&name), serde_json::json!(page).to_string()).expect("write");
+            let last = page.last().and_then(|entry| entry["txid"].as_str()).unwrap_or_default();
+            name = format!("txs/chain/{last}.json");
+        }
+        dir
+    }
+
     #[test]
     fn older_pages_are_read_while_a_page_is_full_so_dust_cannot_hide_a_payment() {
         // 25 confirmed dust transactions fill ADDRESS_2's first page; the payment is on the
         // page after the last of them, and a second full page leads to a third, empty one.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let history = dir.path().join(format!("address/{ADDRESS_2}"));
-        std::fs::create_dir_all(history.join("txs/chain")).expect("dirs");
-        let transaction = |n: u64, sats: u64| {
-            serde_json::json!({
-                "txid": format!("{n:064x}"),
-                "vout": [{"scriptpubkey_address": ADDRESS_2, "value": sats}],
-                "status": {"confirmed": true, "block_height": 869_000 - n, "block_time": 1_795_000_000 - n},
-            })
-        };
-        let page = |from: u64| (from..from + 25).map(|n| transaction(n, 546)).collect::<Vec<_>>();
-        let write = |name: &str, body: &serde_json::Value| {
-            std::fs::write(history.join(name), body.to_string()).expect("write");
-        };
-        write("txs.json", &serde_json::json!(page(1)));
+        let page = |from: u64| (from..from + 25).map(|n| history_entry(ADDRESS_2, n, 546, true)).collect::<Vec<_>>();
         let mut second = page(26);
-        second[3] = transaction(29, 50_000); // the payment, among more dust
-        write(&format!("txs/chain/{:064x}.json", 25), &serde_json::json!(second));
-        write(&format!("txs/chain/{:064x}.json", 50), &serde_json::json!([]));
+        second[3] = history_entry(ADDRESS_2, 29, 50_000, true); // the payment, among more dust
+        let dir = history_pages(ADDRESS_2, &[page(1), second, Vec::new()]);
         let server = start(dir.path().to_path_buf());
         let payments = client(&server.url()).payments_to(ADDRESS_2).expect("payments");
         assert_eq!(payments.len(), 50);
@@ -783,26 +799,8 @@ mod tests {
     #[test]
     fn a_first_page_of_25_counting_mempool_ones_leads_to_the_next() {
         // mempool.space's fork: 25 in all, the mempool's first (here 5), then confirmed.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let history = dir.path().join(format!("address/{ADDRESS_1}"));
-        std::fs::create_dir_all(history.join("txs/chain")).expect("dirs");
-        let transaction = |n: u64, confirmed: bool| {
-            let status = match confirmed {
-                true => {
-                    serde_json::json!({"confirmed": true, "block_height": 869_000 - n, "block_time": 1_795_000_000 - n})
-                }
-                false => serde_json::json!({"confirmed": false}),
-            };
-            serde_json::json!({
-                "txid": format!("{n:064x}"),
-                "vout": [{"scriptpubkey_address": ADDRESS_1, "value": 546 + n}],
-                "status": status,
-            })
-        };
-        let first: Vec<_> = (1..=25).map(|n| transaction(n, n > 5)).collect();
-        std::fs::write(history.join("txs.json"), serde_json::json!(first).to_string()).expect("write");
-        let older = serde_json::json!([transaction(26, true)]);
-        std::fs::write(history.join(format!("txs/chain/{:064x}.json", 25)), older.to_string()).expect("write");
+        let first: Vec<_> = (1..=25).map(|n| history_entry(ADDRESS_1, n, 546 + n, n > 5)).collect();
+        let dir = history_pages(ADDRESS_1, &[first, vec![history_entry(ADDRESS_1, 26, 600, true)]]);
         let server = start(dir.path().to_path_buf());
         let payments = client(&server.url()).payments_to(ADDRESS_1).expect("payments");
         assert_eq!(payments.len(), 26, "{payments:?}");
