@@ -157,8 +157,8 @@ impl SecretBox {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                // An empty file is what an older version's creation that did not finish
-                // left (it wrote the file in place).
+                // An empty file is what a creation in place that did not finish left: an
+                // older version's, or one on a file system without hard links.
                 _ if text.trim().is_empty() => {
                     return Err(Error::new(ErrorKind::SecretStore(format!(
                         "key file {} is empty, left by a creation that did not finish (a full disk, a crash): \
