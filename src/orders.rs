@@ -301,6 +301,10 @@ fn parsed_url(field: &str, text: &str) -> Result<url::Url> {
     if !after_scheme.starts_with("://") || after_scheme[3..].starts_with('/') || text.contains('\\') {
         return Err(Error::invalid(field, "must be an absolute http(s) URL written as scheme://host/…"));
     }
+    // No server listens on port 0; a webhook there would be retried for days, never sent.
+    if parsed.port() == Some(0) {
+        return Err(Error::invalid(field, "must not use port 0"));
+    }
     Ok(parsed)
 }
 

@@ -545,6 +545,9 @@ fn url_fields_must_be_absolute_http_urls_of_at_most_2048_chars() {
             json!(" https://shop.example/"),
             json!("https://shop.example/ "),
             json!("https://shop.example/\u{a0}"),
+            // Nothing listens on port 0: a message sent there could never arrive.
+            json!("https://shop.example:0/hook"),
+            json!("http://shop.example:00/hook"),
         ] {
             let mut body = minimal_order();
             body[field] = bad.clone();
