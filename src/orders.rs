@@ -189,6 +189,24 @@ impl CreateOrder {
             pay_currency,
         })
     }
+
+    /// The request as [`CreateOrder::validate`] would normalize it, with no rule applied:
+    /// its fingerprint is that of an identical request accepted under looser rules.
+    pub(crate) fn as_sent(&self, config: &Config) -> ValidOrder {
+        ValidOrder {
+            merchant_order_id: self.merchant_order_id.clone(),
+            currency: self.currency.clone(),
+            amount: self.amount.normalize(),
+            title: self.title.clone(),
+            description: self.description.clone(),
+            callback_url: self.callback_url.clone(),
+            webhook_url: self.webhook_url.clone(),
+            success_url: self.success_url.clone(),
+            cancel_url: self.cancel_url.clone(),
+            customer_email: self.customer_email.clone(),
+            pay_currency: self.pay_currency.clone().unwrap_or_else(|| config.default_pay_currency.clone()),
+        }
+    }
 }
 
 fn check_merchant_order_id(id: &str) -> Result<&str> {
@@ -541,6 +559,32 @@ pub struct OrderPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_as_sent_has_the_fingerprint_of_its_validated_form() {
+        // The replay of a create accepted under looser rules compares `as_sent`'s
+        // fingerprint with the stored one, which `validate` made: they must agree on
+        // every request both accept, whatever `validate` normalizes.
+        let config = Config::new(Environment::Sandbox);
+        let full = CreateOrder {
+            merchant_order_id: Some("cart-1".into()),
+            currency: "EUR".into(),
+            amount: "10.500".parse().unwrap_or_default(),
+            title: Some("Tea".into()),
+            description: Some("".into()),
+            callback_url: Some("https://shop.example/back?x=1".into()),
+            webhook_url: Some("https://shop.example/hook".into()),
+            success_url: Some("https://shop.example/ok".into()),
+            cancel_url: Some("https://shop.example/no".into()),
+            customer_email: Some("buyer@shop.example".into()),
+            pay_currency: Some("BTC".into()),
+        };
+        let minimal = CreateOrder { currency: "USD".into(), amount: Decimal::ONE_HUNDRED, ..Default::default() };
+        for request in [full, minimal] {
+            let valid = request.validate(&config).map(|valid| valid.fingerprint()).ok();
+            assert_eq!(valid, Some(request.as_sent(&config).fingerprint()), "{request:?}");
+        }
+    }
 
     fn order(status: OrderStatus, callback: Option<&str>, success: Option<&str>, cancel: Option<&str>) -> Order {
         Order {

@@ -671,6 +671,41 @@ fn live_refuses_a_loopback_target_unless_allowed() {
 }
 
 #[test]
+fn an_identical_retry_of_a_create_accepted_under_looser_rules_replays_it() {
+    // An order written while private targets were allowed (or by an older version with
+    // looser rules): its identical retry must replay the 201 (DESIGN §5), not tell the
+    // merchant that an order which exists was refused.
+    let rx = Receiver::start();
+    let lenient = open(Environment::Live, true, |c| c.allow_private_webhook_targets = true);
+    let request = coinorder::CreateOrder {
+        merchant_order_id: Some("cart-upgraded".into()),
+        currency: "USD".into(),
+        amount: coinorder::money::Decimal::TEN,
+        pay_currency: Some("USDT".into()),
+        webhook_url: Some(rx.url()),
+        ..Default::default()
+    };
+    let first = lenient.svc.create_order(&lenient.merchant, &request).expect("accepted while allowed");
+    let mut config = coinorder::Config::new(Environment::Live);
+    config.clock = Arc::new(coinorder::ManualClock::new(lenient.now_ms()));
+    config.secret_key_path = support::backend::shared_key_file();
+    let strict = Service::open(lenient.db_path(), config).expect("strict service");
+
+    let retry = strict.create_order(&lenient.merchant, &request).expect("the identical retry replays");
+    assert!(retry.replayed);
+    assert_eq!(retry.order.order.order_id, first.order.order.order_id);
+    assert_eq!(retry.response_body, first.response_body);
+
+    // Anything but the identical request still gets today's refusal.
+    let other_amount = coinorder::CreateOrder { amount: coinorder::money::Decimal::ONE, ..request.clone() };
+    let other_id = coinorder::CreateOrder { merchant_order_id: Some("cart-new".into()), ..request.clone() };
+    for different in [other_amount, other_id] {
+        let refused = strict.create_order(&lenient.merchant, &different).expect_err("private target");
+        assert!(refused.to_string().starts_with("webhook_url: "), "{refused}");
+    }
+}
+
+#[test]
 fn live_retries_a_target_whose_name_cannot_be_resolved_now() {
     // `.invalid` never resolves (RFC 6761): a DNS outage must delay a live webhook, not
     // fail it for good, and it must not refuse the order either.

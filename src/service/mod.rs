@@ -638,10 +638,14 @@ impl Service {
         key: Option<&KeyCredential>,
     ) -> Result<Option<CreatedOrder>> {
         self.check_merchant(merchant)?;
-        let valid = request.validate(&self.config)?;
-        if let Some(url) = &valid.webhook_url {
-            self.check_webhook_target(merchant.environment, url)?;
-        }
+        let checked = request.validate(&self.config).and_then(|valid| match &valid.webhook_url {
+            Some(url) => self.check_webhook_target(merchant.environment, url).map(|()| valid),
+            None => Ok(valid),
+        });
+        let valid = match checked {
+            Ok(valid) => valid,
+            Err(refused) => return self.replay_accepted_before(merchant, request, key, refused),
+        };
         let request_hash = valid.fingerprint();
         let now = self.now();
         let chose_coin = request.pay_currency.is_some();
@@ -817,6 +821,38 @@ impl Service {
             )
         })?;
         Ok((rate, crypto_amount))
+    }
+
+    /// A create that today's rules refuse (`refused`) may still be the identical retry of
+    /// one that was accepted: by an older version with looser rules (a quoted
+    /// `customer_email`, a webhook host in a range refused since), or under a config that
+    /// allowed it (`allow_private_webhook_targets`, a coin no longer offered). DESIGN §5
+    /// says an identical request replays the original 201, and a merchant retrying after an
+    /// upgrade must not be told that an order which exists failed; so such a retry
+    /// replays. Anything else gets the refusal. `Ok(None)` when `key` changed.
+    fn replay_accepted_before(
+        &self,
+        merchant: &Merchant,
+        request: &CreateOrder,
+        key: Option<&KeyCredential>,
+        refused: Error,
+    ) -> Result<Option<CreatedOrder>> {
+        let Some(merchant_order_id) = request.merchant_order_id.as_deref() else {
+            return Err(refused);
+        };
+        let prior = self.store.read(|db| {
+            if !key_unchanged(db, key)? {
+                return Ok(None);
+            }
+            Ok(Some(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
+        })?;
+        match prior {
+            None => Ok(None),
+            Some(Some(prior)) if prior.request_hash == request.as_sent(&self.config).fingerprint() => {
+                self.replay(merchant, prior.create_response).map(Some)
+            }
+            Some(_) => Err(refused),
+        }
     }
 
     /// A create whose `merchant_order_id` is taken: the same request replays the first
