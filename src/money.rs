@@ -210,6 +210,57 @@ pub fn crypto_amount(fiat: Decimal, rate: Decimal, decimals: u32) -> Option<Deci
     Decimal::try_from_i128_with_scale(i128::try_from(units).ok()?, decimals).ok().map(|amount| amount.normalize())
 }
 
+/// The fiat value of `coins` at `rate` (fiat per coin), rounded *down* to `minor_units`
+/// places: what a customer's payment is shown to be worth. Exact whatever the digits: a
+/// [`Decimal`] product keeps at most 28 decimal places and rounds to nearest first, so a
+/// value a hair under a cent would be cut from a value rounded up to it. `None` when a
+/// factor is negative or the value does not fit a [`Decimal`].
+pub fn fiat_value_floor(coins: Decimal, rate: Decimal, minor_units: u32) -> Option<Decimal> {
+    if coins.is_sign_negative() && !coins.is_zero() || rate.is_sign_negative() && !rate.is_zero() {
+        return None;
+    }
+    // coins × rate = (c × r) ÷ 10^(cs + rs) for coins = c ÷ 10^cs and rate = r ÷ 10^rs:
+    // the mantissas' product, under 2^192, in three 64-bit limbs (most significant first).
+    let (c, r) = (coins.mantissa().unsigned_abs(), rate.mantissa().unsigned_abs());
+    let mut limbs = product_limbs(c, r);
+    let places = coins.scale() + rate.scale();
+    let mut digits_to_cut = places.saturating_sub(minor_units);
+    while digits_to_cut > 0 {
+        let step = digits_to_cut.min(19);
+        divide_limbs(&mut limbs, 10u64.pow(step));
+        digits_to_cut -= step;
+    }
+    if limbs[0] != 0 {
+        return None;
+    }
+    let cut = (u128::from(limbs[1]) << 64) | u128::from(limbs[2]);
+    let value = cut.checked_mul(10u128.checked_pow(minor_units.saturating_sub(places))?)?;
+    Decimal::try_from_i128_with_scale(i128::try_from(value).ok()?, minor_units).ok()
+}
+
+/// `a × b` as three 64-bit limbs, most significant first.
+fn product_limbs(a: u128, b: u128) -> [u64; 3] {
+    let split = |x: u128| (x >> 64, x & u128::from(u64::MAX));
+    let ((a1, a0), (b1, b0)) = (split(a), split(b));
+    // a, b < 2^96 (Decimal mantissas), so a1, b1 < 2^32 and each partial product below
+    // fits a u128 with room for the carries added to it.
+    let low = a0 * b0;
+    let middle = a1 * b0 + a0 * b1 + (low >> 64);
+    let high = a1 * b1 + (middle >> 64);
+    [high as u64, middle as u64, low as u64]
+}
+
+/// Divides the number in `limbs` (most significant first) by `divisor`, dropping the
+/// remainder.
+fn divide_limbs(limbs: &mut [u64; 3], divisor: u64) {
+    let mut remainder = 0u128;
+    for limb in limbs.iter_mut() {
+        let current = remainder << 64 | u128::from(*limb);
+        *limb = (current / u128::from(divisor)) as u64;
+        remainder = current % u128::from(divisor);
+    }
+}
+
 /// The decimal as a JSON number with exactly its digits (no float round trip).
 pub fn to_json_number(amount: Decimal) -> serde_json::Value {
     let text = amount.normalize().to_string();
@@ -248,7 +299,45 @@ pub(crate) fn fiat_text(amount: Decimal, currency: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rust_decimal::RoundingStrategy;
+
     use super::*;
+
+    #[test]
+    fn a_fiat_value_is_cut_from_the_exact_product_never_rounded_up_first() {
+        let d = |text: &str| text.parse::<Decimal>().unwrap_or_default();
+        // 9 wei at this rate is worth 0.009999999999999999999999999999 USD: 30 places,
+        // which a Decimal product rounds to 0.01 before any cut.
+        let (wei_9, rate) = (d("0.000000000000000009"), d("1111111111111111.111111111111"));
+        assert_eq!(
+            wei_9.checked_mul(rate).map(|v| v.round_dp_with_strategy(2, RoundingStrategy::ToZero)),
+            Some(d("0.01"))
+        );
+        assert_eq!(fiat_value_floor(wei_9, rate, 2), Some(d("0.00")));
+        assert_eq!(fiat_value_floor(d("0.00000000000000001"), rate, 2), Some(d("0.01")));
+        // Both mantissas at their largest: a product of 192 bits, cut to what fits.
+        let max = d("7.9228162514264337593543950335");
+        assert_eq!(fiat_value_floor(max, max, 2), Some(d("62.77")));
+        assert_eq!(fiat_value_floor(Decimal::MAX, Decimal::ONE, 0), Some(Decimal::MAX));
+        assert_eq!(fiat_value_floor(Decimal::MAX, Decimal::TWO, 0), None, "too large for a Decimal");
+        assert_eq!(fiat_value_floor(d("12.5"), d("3"), 3), Some(d("37.500")), "more places than the product");
+        assert_eq!(fiat_value_floor(Decimal::ZERO, rate, 2), Some(Decimal::ZERO));
+        assert_eq!(fiat_value_floor(d("-1"), rate, 2), None);
+        // Wherever a Decimal holds the product exactly, the two agree.
+        for coins in ["0.00000001", "0.001999", "1", "19.99", "0.123456789012345678", "250000"] {
+            for rate in ["0.3", "1", "7", "64250.5", "0.000009267794", "123456789.123"] {
+                for minor in [0, 2, 3] {
+                    let (coins, rate) = (d(coins), d(rate));
+                    let Some(product) = coins.checked_mul(rate) else { continue };
+                    if product.scale() != coins.scale() + rate.scale() {
+                        continue;
+                    }
+                    let expected = product.round_dp_with_strategy(minor, RoundingStrategy::ToZero);
+                    assert_eq!(fiat_value_floor(coins, rate, minor), Some(expected), "{coins} × {rate} to {minor}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn fiat_amounts_use_the_minor_unit_and_group_thousands() {

@@ -87,6 +87,15 @@ fn receive_amount_is_the_fiat_value_rounded_down_to_the_minor_unit() {
     pay(&h, &o.id, "tx-2", "5.666666", true);
     // 6.666667 USDT × 150 = 1000.00005 → 1000, and exactly the invoice amount: PAID.
     step(&h, &mut o, Expect::received("PAID", "1000", "JPY"), &[("order.paid", "PENDING")]);
+
+    // A rate with many places: 9 wei is worth 0.009999999999999999999999999999 USD,
+    // more places than a Decimal product keeps; it must show 0.00, not a rounded 0.01.
+    h.svc.set_rate("ETH", "USD", dec("1111111111111111.111111111111"), None).expect("rate");
+    let mut fine = create_tracked(&h, &json!({"currency": "USD", "amount": "0.01", "pay_currency": "ETH"}));
+    assert_eq!(invoice_amount(&h, &fine.id), dec("0.00000000000000001"), "10 wei");
+    tick(&h);
+    pay(&h, &fine.id, "tx-wei", "0.000000000000000009", true);
+    step(&h, &mut fine, Expect::received("PENDING", "0", "USD"), &[("order.pending", "NEW")]);
 }
 
 #[test]

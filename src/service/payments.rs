@@ -226,9 +226,8 @@ impl Service {
         let received = sum(payments, |p| shown(p) && p.state != PaymentState::Rejected)?;
         let receive_currency = if payments.iter().any(shown) { current.order.currency.clone() } else { String::new() };
         let minor_units = money::stored_minor_units(&current.order.currency).unwrap_or(2);
-        let receive_amount = received
-            .checked_mul(current.invoice.rate)
-            .map(|fiat| fiat.round_dp_with_strategy(minor_units, RoundingStrategy::ToZero).normalize())
+        let receive_amount = money::fiat_value_floor(received, current.invoice.rate, minor_units)
+            .map(|fiat| fiat.normalize())
             .ok_or_else(|| Error::invalid("amount", "the payments of this order are worth more than can be counted"))?;
         let changed =
             receive_currency != current.order.receive_currency || receive_amount != current.invoice.receive_amount;
