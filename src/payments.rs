@@ -245,8 +245,13 @@ pub(crate) enum PaidAmount {
 }
 
 /// What is still due on an order, in its invoice's coin: the invoice amount less the
-/// payments that count toward it and were not rejected (never below 0).
+/// payments that count toward it and were not rejected (never below 0); nothing on a PAID
+/// order, which the merchant may have marked paid after a late or short payment that
+/// does not count.
 pub(crate) fn due_on(current: &OrderWithInvoice, payments: &[Payment]) -> Result<Decimal> {
+    if current.order.status == OrderStatus::Paid {
+        return Ok(Decimal::ZERO);
+    }
     let paid = sum(payments, |p| p.counts && p.state != PaymentState::Rejected)?;
     Ok(current.invoice.amount.checked_sub(paid).unwrap_or(Decimal::ZERO).max(Decimal::ZERO).normalize())
 }

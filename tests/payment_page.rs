@@ -781,9 +781,14 @@ fn a_late_payment_accepted_by_the_merchant_is_on_the_receipt() {
     assert_eq!(status(&h, &id)["status"], "EXPIRED");
     h.clock.advance_ms(5 * 60_000);
     h.svc.mark_paid(&id).expect("mark paid");
-    let receipt = status(&h, &id)["receipt"].clone();
+    let public = status(&h, &id);
+    let receipt = public["receipt"].clone();
     assert_eq!(receipt["payments"], json!([{"txid": "tx-late", "amount": "10"}]));
     assert_eq!(receipt["paid_at_t"], json!(T0_MS + THIRTY_MIN_MS + 1 + 5 * 60_000), "when the merchant accepted it");
+    // Nothing is asked for again: the late payment does not count, but the order is PAID.
+    assert_eq!(number(&public["due_amount"]), Decimal::ZERO, "{public}");
+    assert_eq!(public["due_payment_uri"], "", "{public}");
+    assert_eq!(h.svc.amount_due(&id).expect("due"), Decimal::ZERO);
 }
 
 #[test]

@@ -653,7 +653,8 @@ impl Service {
     }
 
     /// What is still due on an order, in its invoice's crypto currency: the invoice
-    /// amount less the payments that count toward it and were not rejected (never < 0).
+    /// amount less the payments that count toward it and were not rejected (never < 0);
+    /// 0 once the order is PAID, marked paid by hand included.
     pub fn amount_due(&self, order_id: &str) -> Result<Decimal> {
         let order_id = crate::service::canonical_order_id(order_id)?;
         self.store.read(|db| {
