@@ -478,15 +478,69 @@ fn parse_object(body: &[u8]) -> Result<Members> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     serde_json::from_slice::<JsonMembers>(body).map(Members::from).map_err(|error| {
         // JSON that is not an object is told so; text that is not JSON at all is told
-        // where it stops being JSON (a lone surrogate escape, a missing quote...).
-        let rule = match error.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                format!("must be a JSON object (not valid JSON: {error})")
-            }
-            _ => "must be a JSON object".to_string(),
+        // where it stops being JSON (a lone surrogate escape, a missing quote...), naming
+        // the member whose value it stopped in (`"amount": 01`).
+        // A body cut short is the body's fault, whichever member it was cut in.
+        let member = match error.classify() {
+            serde_json::error::Category::Syntax => member_at(body, error.line(), error.column()),
+            _ => None,
         };
-        Error::invalid("body", rule)
+        match (error.classify(), member) {
+            (_, Some(member)) => Error::invalid(&member, format!("is not valid JSON ({error})")),
+            (serde_json::error::Category::Syntax | serde_json::error::Category::Eof, None) => {
+                Error::invalid("body", format!("must be a JSON object (not valid JSON: {error})"))
+            }
+            _ => Error::invalid("body", "must be a JSON object"),
+        }
     })
+}
+
+/// The name of the top-level member whose value `body` stops being JSON in, at the
+/// 1-based `line` and byte `column` serde_json reports; `None` when it stops anywhere
+/// else (outside an object, in a name, between members).
+fn member_at(body: &[u8], line: usize, column: usize) -> Option<String> {
+    let line_start = match line {
+        0 | 1 => 0,
+        _ => body.iter().enumerate().filter(|(_, &b)| b == b'\n').nth(line - 2)?.0 + 1,
+    };
+    // The column is that of the byte it stopped at, which is left out of the scan.
+    let stop = (line_start + column).saturating_sub(1).min(body.len());
+    // Up to where it stops, the text is JSON: a scan of strings and nesting finds the
+    // member of the outer object whose value is still open there (a stop after a whole
+    // value, such as a missing comma, is between members).
+    let (mut depth, mut at) = (0usize, 0usize);
+    let (mut name, mut last_string) = (None::<&[u8]>, None::<&[u8]>);
+    let (mut in_value, mut value_done, mut in_scalar) = (false, false, false);
+    while at < stop {
+        match body[at] {
+            b'"' => {
+                let start = at;
+                at += 1;
+                while at < body.len() && body[at] != b'"' {
+                    at += if body[at] == b'\\' { 2 } else { 1 };
+                }
+                last_string = body.get(start..=at);
+                value_done |= depth == 1 && in_value && at < stop;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                value_done |= depth == 1 && in_value;
+            }
+            b':' if depth == 1 => (name, in_value, value_done) = (last_string, true, false),
+            b',' if depth == 1 => (in_value, in_scalar) = (false, false),
+            b' ' | b'\t' | b'\n' | b'\r' => value_done |= depth == 1 && in_scalar,
+            _ => in_scalar = depth == 1 && in_value,
+        }
+        at += 1;
+    }
+    match (depth, in_value && !value_done, name) {
+        // Only a name a merchant could have meant as a field is repeated in the message.
+        (1.., true, Some(quoted)) => serde_json::from_slice::<String>(quoted)
+            .ok()
+            .filter(|name| !name.is_empty() && name.len() <= 64 && !name.chars().any(char::is_control)),
+        _ => None,
+    }
 }
 
 /// Parses the Create Order body into the typed request. Only types are checked here;
@@ -580,4 +634,29 @@ pub fn parse_list_query(query: &str) -> Result<ListOrders> {
         }
     }
     Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_at;
+
+    #[test]
+    fn finding_the_member_never_panics_wherever_the_stop_is() {
+        let bodies: [&[u8]; 5] = [
+            br#"{"a":"x\"y","b":[1,{"c":2}],"d":"\u00e9"}"#,
+            b"{\n\"a\" : 1 ,\n\"b\":\"\\",
+            b"\"\\",
+            b"{\"\xff\":\"\xfe\"}",
+            b"",
+        ];
+        for body in bodies {
+            for line in 0..4 {
+                for column in 0..body.len() + 3 {
+                    let _ = member_at(body, line, column);
+                }
+            }
+        }
+        assert_eq!(member_at(br#"{"a":1,"b":[1,}"#, 1, 15).as_deref(), Some("b"));
+        assert_eq!(member_at(br#"{"a":1 "b":2}"#, 1, 8), None, "between members");
+    }
 }

@@ -641,8 +641,13 @@ fn body_must_be_a_json_object() {
         ("string", br#""hello""#.to_vec()),
         ("number", b"10".to_vec()),
         ("null", b"null".to_vec()),
-        ("invalid UTF-8", b"{\"currency\":\"\xff\xfe\",\"amount\":10}".to_vec()),
         ("trailing garbage", br#"{"currency":"USD","amount":10} x"#.to_vec()),
+        ("a bad member name", b"{\"curr\xffency\":\"USD\",\"amount\":10}".to_vec()),
+        ("an unclosed object", br#"{"currency":"USD","amount":10"#.to_vec()),
+        ("a missing comma", br#"{"currency":"USD" "amount":10}"#.to_vec()),
+        ("a missing comma, no space", br#"{"currency":"USD""amount":10}"#.to_vec()),
+        ("a missing comma after a number", br#"{"amount":10 "currency":"USD"}"#.to_vec()),
+        ("a missing comma after an object", br#"{"meta":{} "currency":"USD"}"#.to_vec()),
     ];
     for (case, body) in cases {
         let resp = h.post_raw(body);
@@ -652,10 +657,26 @@ fn body_must_be_a_json_object() {
     // JSON of another shape is told so; text that is not JSON, where it stops being JSON.
     let resp = h.post_raw(b"[1]".to_vec());
     assert_eq!(resp.json()["error"], "body: must be a JSON object");
-    let resp = h.post_raw(br#"{"currency":"USD","amount":10,"title":"\ud800"}"#.to_vec());
+    let resp = h.post_raw(br#"{"currency":"USD" "amount":10}"#.to_vec());
     let message = resp.json()["error"].as_str().unwrap_or_default().to_string();
     assert!(message.starts_with("body: must be a JSON object (not valid JSON: "), "{message}");
-    assert!(message.contains("hex escape at line 1 column "), "{message}");
+    // Text that stops being JSON inside a member's value names that member.
+    let named = [
+        (br#"{"currency":"USD","amount":10,"title":"\ud800"}"#.to_vec(), "title", "hex escape at line 1 column "),
+        (br#"{"currency":"USD","amount": 01}"#.to_vec(), "amount", "invalid number at line 1 column 30"),
+        (b"{\"currency\":\"USD\",\n \"amount\": .5}".to_vec(), "amount", "at line 2 column 12"),
+        (br#"{"currency":"USD","amount":+1}"#.to_vec(), "amount", "line 1 column 28"),
+        (b"{\"currency\":\"\xff\xfe\",\"amount\":10}".to_vec(), "currency", "invalid unicode code point"),
+        (br#"{"amount":10,"meta":{"a":[1,2,}]},"currency":"USD"}"#.to_vec(), "meta", "line 1 column"),
+    ];
+    for (body, member, detail) in named {
+        let resp = h.post_raw(body.clone());
+        assert_eq!(resp.status, 400, "{}", String::from_utf8_lossy(&body));
+        assert_invalid(&resp, member);
+        let message = resp.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(message.starts_with(&format!("{member}: is not valid JSON (")), "{message}");
+        assert!(message.contains(detail), "{message}");
+    }
 }
 
 /// A valid order body of exactly `len` bytes (padded with an unknown member).
