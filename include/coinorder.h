@@ -198,6 +198,10 @@ coinorder_status coinorder_service_open(const char *target,
  * or after this one: close it once every thread is done with it. Key uses that requests
  * could not write while the writer was busy are written first (waiting for the writer up
  * to `busy_timeout_ms`), so no `last_used_at` is lost.
+ *
+ * In a process forked from the one that opened it, where every other call on it fails,
+ * this lets go of it without closing or freeing anything: the database connections
+ * belong to the parent.
  */
 void coinorder_service_close(struct coinorder_service *service);
 

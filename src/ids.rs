@@ -41,7 +41,7 @@ pub(crate) fn time_ordered_id(now: Timestamp) -> String {
     /// host's leak checker would report a static map's table).
     static LAST: std::sync::Mutex<[(u64, u32); 32]> = std::sync::Mutex::new([(0, 0); 32]);
     let ms = u64::try_from(now.as_millis()).unwrap_or(0);
-    let first = rand::random::<u32>() >> (32 - (COUNTER_BITS - 1));
+    let first = crate::random::random::<u32>() >> (32 - (COUNTER_BITS - 1));
     let counter = {
         let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match last.iter().position(|(seen, _)| *seen == ms) {
@@ -58,7 +58,7 @@ pub(crate) fn time_ordered_id(now: Timestamp) -> String {
             }
         }
     };
-    let random = (u128::from(counter) << TAIL_BITS) | (rand::random::<u128>() & ((1 << TAIL_BITS) - 1));
+    let random = (u128::from(counter) << TAIL_BITS) | (crate::random::random::<u128>() & ((1 << TAIL_BITS) - 1));
     // rand_a (12 bits) then rand_b (62 bits), where `Builder` puts them, most significant first.
     let rand_a = (random >> 62) as u16;
     let rand_b = (random & ((1 << 62) - 1)) as u64;

@@ -184,11 +184,11 @@ pub(crate) fn random_base62(len: usize) -> String {
 
 /// `len` random base62 characters for ids that must be unguessable but are made on every
 /// request (event, e-mail and default merchant-order ids, lease tokens): from the
-/// thread's CSPRNG (ChaCha, seeded and reseeded from the OS), with no system call per
-/// character. Profiling `serve` under POSTs found the OS-RNG version's `getrandom`
-/// calls at about 5 % of the CPU.
+/// thread's CSPRNG (ChaCha, seeded from the OS in this process: [`crate::random`]), with
+/// no system call per character. Profiling `serve` under POSTs found the OS-RNG
+/// version's `getrandom` calls at about 5 % of the CPU.
 pub(crate) fn random_id(len: usize) -> String {
-    Alphanumeric.sample_string(&mut rand::rng(), len)
+    crate::random::with_generator(|generator| Alphanumeric.sample_string(generator, len))
 }
 
 /// A new plain API key for `environment`.

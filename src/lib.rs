@@ -50,6 +50,7 @@ pub mod money;
 mod orders;
 mod page;
 mod payments;
+mod random;
 mod rate_limit;
 mod rates;
 pub mod render;

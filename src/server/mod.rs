@@ -669,7 +669,7 @@ fn to_hyper(response: WireResponse, request_id: &str, close: bool) -> Response<F
 
 /// A fresh request id: `req_` and 16 hex digits.
 fn request_id() -> String {
-    format!("req_{:016x}", rand::random::<u64>())
+    format!("req_{:016x}", crate::random::random::<u64>())
 }
 
 /// One line on stderr: time, request id (`-` when there is none), message.

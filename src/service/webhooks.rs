@@ -199,7 +199,8 @@ impl Service {
     fn retry_delay(&self, attempt: i64, retry_after: Option<Duration>) -> Option<i64> {
         let schedule = &self.config().retry_schedule;
         let base = *schedule.get(usize::try_from(attempt - 1).ok()?)?;
-        let scheduled = base.mul_f64(rand::random_range(0.8..=1.2));
+        let scheduled =
+            base.mul_f64(crate::random::with_generator(|generator| rand::Rng::random_range(generator, 0.8..=1.2)));
         // Retry-After may push the next attempt later, never earlier: a busy endpoint
         // asking for a second must not burn through a schedule meant to span a day.
         let delay = match retry_after {

@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -522,6 +523,60 @@ static void test_close_and_reopen_reads_order_back(void) {
     CHECK_STR_EQ(got, order_id);
     coinorder_string_free(out);
     coinorder_service_close(svc);
+}
+
+/* The child's side of test_a_forked_child_gets_an_error_from_the_parents_service: 0 when
+ * the inherited service refuses calls, closing it lets go, and a service of its own works. */
+static int forked_child_checks(struct fixture *fx) {
+    coinorder_error *child_err = NULL;
+    char *out = NULL;
+    alarm(60); /* a child stuck on a lock its parent's thread held dies, and says so */
+    if (coinorder_key_list(fx->svc, &out, &child_err) != COINORDER_ERROR || out != NULL) {
+        return 10;
+    }
+    int named = strcmp(coinorder_error_code(child_err), "PARAMETERS_MISSING") == 0 &&
+                strstr(coinorder_error_message(child_err), "this process is a fork of it") != NULL &&
+                strncmp(coinorder_error_message(child_err), "service: was opened in process ", 31) == 0;
+    coinorder_error_free(child_err);
+    if (!named) {
+        return 11;
+    }
+    coinorder_workers_stop(fx->svc);
+    coinorder_service_close(fx->svc);
+    coinorder_service *own = NULL;
+    if (coinorder_service_open(fx->path, SANDBOX, &own, &child_err) != COINORDER_OK) {
+        return 12;
+    }
+    int created = coinorder_order_create(own, fx->key, "{\"currency\":\"USD\",\"amount\":3}", &out, &child_err);
+    coinorder_string_free(out);
+    coinorder_service_close(own);
+    return created == COINORDER_OK ? 0 : 13;
+}
+
+static void test_a_forked_child_gets_an_error_from_the_parents_service(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    EXPECT_OK(coinorder_workers_start(fx.svc, 50, 10, &err));
+    pid_t child = fork();
+    if (child == 0) {
+        /* The child ends by exec, with its result as the exit status: the parent's worker
+         * threads do not exist in it, so under valgrind the memory only they pointed to
+         * would read as lost at its exit, and an exec'd image is not leak-checked. */
+        char exit_with[32];
+        snprintf(exit_with, sizeof exit_with, "exit %d", forked_child_checks(&fx));
+        execl("/bin/sh", "sh", "-c", exit_with, (char *)NULL);
+        _exit(99);
+    }
+    REQUIRE(child > 0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    /* The parent's service is untouched. */
+    char *out = NULL;
+    EXPECT_OK(coinorder_key_list(fx.svc, &out, &err));
+    coinorder_string_free(out);
+    fixture_close(&fx);
 }
 
 static void test_key_create(void) {
@@ -2548,6 +2603,7 @@ int main(void) {
         {"service_open failures", test_service_open_failures},
         {"service_open defaults and close", test_service_open_defaults_and_close},
         {"closed then reopened service reads the order back", test_close_and_reopen_reads_order_back},
+        {"a forked child gets an error from the parent's service", test_a_forked_child_gets_an_error_from_the_parents_service},
         {"key_create", test_key_create},
         {"key_list", test_key_list},
         {"key_set_active", test_key_set_active},

@@ -45,6 +45,27 @@ pub struct coinorder_service {
     /// let go of the service) before the service itself closes.
     workers: std::sync::Mutex<Option<coinorder::ServiceWorkers>>,
     service: std::sync::Arc<Service>,
+    /// The process that opened it: a forked child finds its parent's id here, and copies
+    /// of the parent's database connections and locks that it must not touch.
+    opened_in_process: u32,
+}
+
+impl coinorder_service {
+    /// The service, unless this process is a fork of the one that opened it: there its
+    /// connections may wait forever on a lock a parent's thread held at the fork.
+    fn checked(&self) -> Result<&Self, CallError> {
+        if std::process::id() == self.opened_in_process {
+            return Ok(self);
+        }
+        Err(coinorder::Error::invalid(
+            "service",
+            format!(
+                "was opened in process {}, and this process is a fork of it: open a new service in this process",
+                self.opened_in_process
+            ),
+        )
+        .into())
+    }
 }
 
 /// The library version as text, e.g. `"0.1.0"`. Static: never free it.
@@ -93,7 +114,11 @@ pub unsafe extern "C" fn coinorder_service_open(
         };
         let config = Config::from_options(&options)?;
         let service = Service::open(target, config)?;
-        let service = coinorder_service { workers: std::sync::Mutex::new(None), service: Arc::new(service) };
+        let service = coinorder_service {
+            workers: std::sync::Mutex::new(None),
+            service: Arc::new(service),
+            opened_in_process: std::process::id(),
+        };
         out(service_out, "service_out", Box::into_raw(Box::new(service)))
     })
 }
@@ -102,8 +127,17 @@ pub unsafe extern "C" fn coinorder_service_open(
 /// or after this one: close it once every thread is done with it. Key uses that requests
 /// could not write while the writer was busy are written first (waiting for the writer up
 /// to `busy_timeout_ms`), so no `last_used_at` is lost.
+///
+/// In a process forked from the one that opened it, where every other call on it fails,
+/// this lets go of it without closing or freeing anything: the database connections
+/// belong to the parent.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_service_close(service: *mut coinorder_service) {
+    if let Some(handle) = service.as_ref() {
+        if handle.checked().is_err() {
+            return;
+        }
+    }
     if !service.is_null() {
         // Dropping closes the database; a panic in a destructor must not unwind into C.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(service))));
@@ -699,7 +733,7 @@ pub unsafe extern "C" fn coinorder_workers_start(
     err: *mut *mut coinorder_error,
 ) -> coinorder_status {
     guard(err, || {
-        let handle = service.as_ref().ok_or_else(|| CallError::null("service"))?;
+        let handle = service.as_ref().ok_or_else(|| CallError::null("service"))?.checked()?;
         let max_ms = coinorder::MAX_WORKER_INTERVAL.as_millis();
         if !(1..=max_ms).contains(&u128::from(interval_ms)) {
             return Err(coinorder::Error::invalid("interval_ms", format!("must be from 1 to {max_ms}")).into());
@@ -726,7 +760,8 @@ pub unsafe extern "C" fn coinorder_workers_start(
 /// the e-mail already on their way. NULL, or no workers running, is fine.
 #[no_mangle]
 pub unsafe extern "C" fn coinorder_workers_stop(service: *const coinorder_service) {
-    if let Some(handle) = service.as_ref() {
+    // In a forked child the workers' threads are the parent's: there is nothing to stop.
+    if let Some(handle) = service.as_ref().and_then(|handle| handle.checked().ok()) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let taken = handle.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             drop(taken);
@@ -1024,7 +1059,7 @@ pub unsafe extern "C" fn coinorder_error_free(err: *mut coinorder_error) {
 
 /// The service behind a C pointer, or `COINORDER_NULL_ARGUMENT`.
 unsafe fn service_ref<'a>(service: *const coinorder_service) -> Result<&'a Service, CallError> {
-    service.as_ref().map(|s| &*s.service).ok_or_else(|| CallError::null("service"))
+    Ok(&service.as_ref().ok_or_else(|| CallError::null("service"))?.checked()?.service)
 }
 
 /// The service and the merchant an API key authenticates, as the `x-api-key` header would.

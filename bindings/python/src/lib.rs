@@ -767,10 +767,35 @@ pub struct Service {
     /// The background workers `start_workers` started, stopped by `stop_workers` or
     /// `close`.
     workers: Mutex<Option<coinorder::ServiceWorkers>>,
+    /// The process that opened it: a forked child finds the parent's id here, and its
+    /// copies of the parent's database connections and locks, which it must not touch.
+    opened_in_process: u32,
+}
+
+impl Service {
+    /// True in a process forked from the one that opened this service.
+    fn inherited(&self) -> bool {
+        std::process::id() != self.opened_in_process
+    }
+
+    /// In a forked child, drops nothing: the copies of the parent's connections, locks and
+    /// worker handles are let go of without closing, which could wait forever on a lock
+    /// a parent's thread held at the fork, or write to the parent's database.
+    fn abandon_if_inherited(&self) -> bool {
+        if !self.inherited() {
+            return false;
+        }
+        std::mem::forget(self.inner.lock().ok().and_then(|mut guard| guard.take()));
+        std::mem::forget(self.workers.lock().ok().and_then(|mut guard| guard.take()));
+        true
+    }
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
+        if self.abandon_if_inherited() {
+            return;
+        }
         // Dropped without close(): the interpreter holds the GIL here, and stopping waits
         // for the webhooks on their way, which may need a Python thread of this process
         // (a receiver in the same app). They stop on a thread of their own instead.
@@ -785,6 +810,13 @@ impl Drop for Service {
 impl Service {
     /// The open core service, or `ValueError` after `close()`.
     fn core(&self) -> PyResult<Arc<Core>> {
+        if self.inherited() {
+            return Err(PyValueError::new_err(format!(
+                "this Service was opened in process {} and this process is a fork of it: open a new \
+                 Service in this process (its database connections belong to the parent)",
+                self.opened_in_process
+            )));
+        }
         let guard = self.inner.lock().map_err(|_| PyValueError::new_err("service is closed"))?;
         guard.clone().ok_or_else(|| PyValueError::new_err("service is closed"))
     }
@@ -829,13 +861,21 @@ impl Service {
         let config = Config::from_options(&serde_json::Value::Object(config_options)).map_err(|e| to_py_err(py, &e))?;
         let environment = config.environment;
         let core = detached(py, move || Core::open(target, config))?;
-        Ok(Service { inner: Mutex::new(Some(Arc::new(core))), environment, workers: Mutex::new(None) })
+        Ok(Service {
+            inner: Mutex::new(Some(Arc::new(core))),
+            environment,
+            workers: Mutex::new(None),
+            opened_in_process: std::process::id(),
+        })
     }
 
     /// Closes the service; later calls raise `ValueError`. Calling it twice is fine. Key
     /// uses that requests could not write while the writer was busy are written first, so
     /// no `last_used_at` is lost.
     fn close(&self, py: Python<'_>) {
+        if self.abandon_if_inherited() {
+            return;
+        }
         // Closed first, so that no `start_workers` starts any after this; then the
         // workers, which hold the service open, stop.
         let taken = self.inner.lock().ok().and_then(|mut guard| guard.take());
@@ -1170,6 +1210,10 @@ impl Service {
     /// Stops the workers `start_workers` started, waiting for the webhooks and the
     /// e-mail already on their way; nothing when none run.
     fn stop_workers(&self, py: Python<'_>) {
+        // A fork's copy of the parent's workers has no threads to stop.
+        if self.abandon_if_inherited() {
+            return;
+        }
         let workers = &self.workers;
         py.detach(move || {
             let taken = workers.lock().ok().and_then(|mut workers| workers.take());
@@ -1180,6 +1224,9 @@ impl Service {
     /// True while the workers `start_workers` started run.
     #[getter]
     fn workers_running(&self, py: Python<'_>) -> bool {
+        if self.inherited() {
+            return false;
+        }
         let workers = &self.workers;
         py.detach(move || {
             workers

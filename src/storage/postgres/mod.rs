@@ -258,7 +258,7 @@ impl PgStore {
                 Err(error) if is_conflict(&error) && Instant::now() < deadline => {
                     attempt += 1;
                     // Spread the retries of colliding writers apart.
-                    let jitter = u64::from(rand::random::<u8>() % 8);
+                    let jitter = u64::from(crate::random::random::<u8>() % 8);
                     std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20)) + jitter));
                 }
                 other => return other,
