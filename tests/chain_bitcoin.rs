@@ -66,6 +66,7 @@ fn phase3(dir: &Path) -> std::path::PathBuf {
     let to = dir.join("phase3");
     copy_tree(&from, &to);
     std::fs::write(to.join("blocks/tip/height.txt"), "870003").expect("tip");
+    std::fs::write(to.join("block-height/870003.txt"), format!("{:064x}", 870_003)).expect("tip's block");
     let mined = json!({"confirmed": true, "block_height": 870002,
         "block_hash": "00000000000000000001c1a1e7bd9fd8b0b3c0a7b6c8d2e2f4a6b8c0d2e4f6a8", "block_time": 1795330000});
     let history = to.join(format!("address/{}/txs.json", BIP84_ADDRESSES[1]));
@@ -309,4 +310,69 @@ fn a_payment_the_host_rejected_stays_rejected_though_the_chain_shows_it() {
         assert_eq!(watch(&shop), ChainWatchReport::default(), "not recorded anew");
     }
     assert!(shop.svc.payment(&format!("{T0}:0:again-2")).is_err());
+}
+
+#[test]
+fn a_tip_the_api_does_not_serve_confirms_nothing() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let paid = order(&shop, "50");
+    assert_eq!(watch(&shop).recorded, 1);
+    // Phase 2 (T0 mined at 870001), from an API that names a tip far ahead of its blocks.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ahead = dir.path().join("ahead");
+    copy_tree(&esplora_fixtures::phase("phase2"), &ahead);
+    std::fs::write(ahead.join("blocks/tip/height.txt"), "99999999").expect("tip");
+    server.set_phase(ahead);
+    let report = shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.confirmed, 0, "{report:?}");
+    assert!(report.errors.iter().any(|e| e.contains("block 99999999, is not a block it serves")), "{report:?}");
+    assert_eq!(shop.svc.payment(&format!("{T0}:0")).expect("T0").state, PaymentState::Unconfirmed);
+    assert_eq!(status(&shop, &paid), OrderStatus::Pending);
+}
+
+#[test]
+fn a_payment_the_api_answers_badly_about_holds_up_no_other() {
+    let server = esplora_fixtures::start(esplora_fixtures::phase("phase1"));
+    let shop = shop(server.url());
+    let paid = order(&shop, "50");
+    let replaced = order(&shop, "25");
+    assert_eq!(watch(&shop).recorded, 2);
+    server.set_phase(esplora_fixtures::phase("phase2"));
+    watch(&shop);
+    assert_eq!(status(&shop, &paid), OrderStatus::Paid);
+    // Phase 3 (B two blocks deep), where A's status, followed up first, is confirmed
+    // without a block height: A is reported, B is confirmed all the same.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = phase3(dir.path());
+    std::fs::write(broken.join(format!("tx/{A}/status.json")), r#"{"confirmed":true}"#).expect("status");
+    server.set_phase(broken);
+    let report = shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.confirmed, 1, "{report:?}");
+    assert_eq!(shop.svc.payment(&format!("{B}:1")).expect("B").state, PaymentState::Confirmed);
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].contains(&format!("{A}:1")) && report.errors[0].contains(&replaced), "{report:?}");
+    assert!(report.backing_off.is_empty(), "{report:?}");
+    assert_eq!(status(&shop, &replaced), OrderStatus::Paid);
+}
+
+#[test]
+fn an_api_that_fails_for_address_after_address_ends_the_pass_and_backs_off() {
+    // Each address answering an error (or waiting out its timeout) is the endpoint
+    // failing: the pass ends at the third in a row instead of trying every invoice.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failing = dir.path().join("failing");
+    copy_tree(&esplora_fixtures::phase("phase1"), &failing);
+    let server = esplora_fixtures::start(failing.clone());
+    let shop = shop(server.url());
+    for (index, usd) in ["50", "25", "10"].into_iter().enumerate() {
+        order(&shop, usd);
+        let history = failing.join(format!("address/{}", BIP84_ADDRESSES[index]));
+        std::fs::create_dir_all(&history).expect("dir");
+        let _ = std::fs::remove_file(history.join("txs.json"));
+        std::fs::write(history.join("txs.500.txt"), "Internal Server Error").expect("500");
+    }
+    let report = shop.svc.watch_chain_due().expect("watch");
+    assert_eq!(report.errors.len(), 3, "two addresses, then the pass: {report:?}");
+    assert_eq!(shop.svc.watch_chain_due().expect("watch").backing_off, vec!["bitcoin".to_string()]);
 }

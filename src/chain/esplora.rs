@@ -181,6 +181,21 @@ impl EsploraClient {
             .ok_or_else(|| self.error(ROUTE, "the answer is not a block height"))
     }
 
+    /// The hash of the block at `height`: `GET /block-height/:height` (plain text);
+    /// `None` when the API has no block there (a 404), as for a height past its tip.
+    pub fn block_at(&self, height: u64) -> Result<Option<String>, ChainError> {
+        const ROUTE: &str = "GET /block-height/:height";
+        let (status, body) = self.get(ROUTE, &["block-height", &height.to_string()])?;
+        if status == 404 {
+            return Ok(None);
+        }
+        let body = self.success(ROUTE, status, body)?;
+        match std::str::from_utf8(&body).map(str::trim) {
+            Ok(hash) if is_valid_txid(hash) => Ok(Some(hash.to_ascii_lowercase())),
+            _ => Err(self.error(ROUTE, "the answer is not a block hash")),
+        }
+    }
+
     /// Every transaction, in the mempool or confirmed, with at least one output to
     /// `address`, newest first (the API's order): `GET /address/:address/txs`.
     ///

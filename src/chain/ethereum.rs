@@ -125,8 +125,9 @@ pub struct Receipt {
     /// The hash of that block, lowercase.
     pub block_hash: String,
     /// `status == 0x1`. A reverted transaction is mined but moved nothing: for a token
-    /// payment its `Transfer` log never existed. A receipt without `status` (blocks before
-    /// Byzantium, 2017) counts as not succeeded rather than being trusted blindly.
+    /// payment its `Transfer` log never existed. A receipt without `status` is an
+    /// incomplete answer, an error: every block since Byzantium (2017) has one, and
+    /// reading its absence as a revert failed a paid order for good.
     pub succeeded: bool,
 }
 
@@ -558,7 +559,7 @@ fn parse_receipt(receipt: &Value) -> Result<Option<Receipt>, String> {
     };
     let succeeded = match receipt.get("status") {
         Some(status) if !status.is_null() => parse_quantity(status)? == 1,
-        _ => false,
+        _ => return Err("a receipt without status".to_string()),
     };
     Ok(Some(Receipt { block_number: parse_u64(number)?, block_hash: parse_hash(hash)?, succeeded }))
 }
@@ -725,6 +726,13 @@ mod tests {
         assert_eq!(parse_receipt(&reverted).expect("parses").map(|r| r.succeeded), Some(false));
         let pending = json!({"blockNumber": null, "blockHash": null, "status": "0x1"});
         assert_eq!(parse_receipt(&pending), Ok(None));
+        // A mined receipt without status is an incomplete answer, never a revert.
+        for incomplete in [
+            json!({"blockNumber": "0x5", "blockHash": hash}),
+            json!({"blockNumber": "0x5", "blockHash": hash, "status": null}),
+        ] {
+            assert!(parse_receipt(&incomplete).is_err(), "{incomplete}");
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ use rust_decimal::Decimal;
 
 use super::Service;
 use crate::chain::esplora::{sats_to_btc, EsploraClient, TransactionStatus};
-use crate::chain::ethereum::{units_to_decimal, EthereumClient};
+use crate::chain::ethereum::{units_to_decimal, EthereumClient, TokenTransfer};
 use crate::config::{BitcoinWatch, EthereumWatch};
 use crate::error::{Error, ErrorKind, Result};
 use crate::money;
@@ -233,6 +233,37 @@ fn first_scan_start(
     Ok(low)
 }
 
+/// The highest block the node serves at or below the `claimed` tip: `claimed` itself when
+/// the node has it (one call), else found by halving down to `floor` (taken as served).
+/// A tip read from one backend of several, or a lying one, may name a block no one
+/// serves yet: scanning up to it moved the cursor past blocks never read, and counting
+/// confirmations from it confirmed a payment one block deep.
+fn served_tip<E>(
+    claimed: u64,
+    floor: u64,
+    mut served_at: impl FnMut(u64) -> std::result::Result<bool, E>,
+) -> std::result::Result<u64, E> {
+    if claimed <= floor || served_at(claimed)? {
+        return Ok(claimed);
+    }
+    let (mut served, mut missing) = (floor, claimed);
+    while missing - served > 1 {
+        let middle = served + (missing - served) / 2;
+        if served_at(middle)? {
+            served = middle;
+        } else {
+            missing = middle;
+        }
+    }
+    Ok(served)
+}
+
+/// How many calls about payments or addresses in a row may fail before a pass gives up
+/// on the endpoint: one payment the endpoint answers badly about is reported and passed
+/// over, so it never holds up the others; an endpoint that answers nothing (each call
+/// waiting out its timeout) ends the pass, which backs off.
+const FOLLOW_UP_FAILURES_IN_A_ROW: usize = 3;
+
 /// `units` of a token whose contract declares `decimals`, in `coin`: exact when the
 /// contract has no more decimals than the coin (USDT and USDC have 6 on Ethereum), else
 /// cut to the coin's places, so a digit the invoice cannot hold never pays for the
@@ -340,11 +371,15 @@ impl Service {
         let declared = client.token_decimals(contract).map_err(|e| PassFailure::Endpoint(e.to_string()))?;
         // More than 28 places is beyond what a decimal amount holds: none usable.
         let decimals = declared.map(u32::from).filter(|places| *places <= 28);
-        self.chain_state
-            .token_decimals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(contract.to_string(), decimals);
+        // Only an answer is kept: "none" may be one bad answer, or a contract the
+        // operator is about to correct, and is asked again next pass.
+        if decimals.is_some() {
+            self.chain_state
+                .token_decimals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(contract.to_string(), decimals);
+        }
         Ok(decimals)
     }
 
@@ -481,14 +516,29 @@ impl Service {
         let endpoint = |e: crate::chain::esplora::ChainError| PassFailure::Endpoint(e.to_string());
         let client = EsploraClient::new(&watch.esplora_url, CHAIN_TIMEOUT).map_err(endpoint)?;
         let tip = client.tip_height().map_err(endpoint)?;
+        // A tip the API does not serve (one backend ahead of another, or a false answer)
+        // would count confirmations no block has: the pass waits for one it serves.
+        if client.block_at(tip).map_err(endpoint)?.is_none() {
+            return Err(PassFailure::Endpoint(format!(
+                "the tip the API gives, block {tip}, is not a block it serves (GET /block-height/{tip} answered 404)"
+            )));
+        }
+        let mut failures_in_a_row = 0;
         for invoice in self.watched(&["BTC"])? {
             let payments = match client.payments_to(&invoice.address) {
                 Ok(payments) => payments,
+                // One address the API answers badly about is reported and passed over; an
+                // API that answers none (each request waiting out its timeout) ends the pass.
                 Err(error) => {
+                    failures_in_a_row += 1;
+                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
+                        return Err(endpoint(error));
+                    }
                     report.errors.push(format!("bitcoin: {}: {error}", invoice.address));
                     continue;
                 }
             };
+            failures_in_a_row = 0;
             for payment in payments {
                 let Some(amount) = sats_to_btc(payment.sats) else { continue };
                 let id = format!("{}:{}", payment.txid, payment.vout);
@@ -510,9 +560,23 @@ impl Service {
                 self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount)?;
             }
         }
+        let mut failures_in_a_row = 0;
         for payment in self.unconfirmed("bitcoin", &["BTC"], is_bitcoin_txid)? {
             let txid = chain_txid(&payment.txid);
-            match client.transaction_status(txid).map_err(endpoint)? {
+            let status = match client.transaction_status(txid) {
+                Ok(status) => status,
+                Err(error) => {
+                    failures_in_a_row += 1;
+                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
+                        return Err(endpoint(error));
+                    }
+                    report.errors.push(follow_up_failure("bitcoin", &payment, &error.to_string()));
+                    self.chain_state.followed("bitcoin", &payment);
+                    continue;
+                }
+            };
+            failures_in_a_row = 0;
+            match status {
                 TransactionStatus::Missing => {
                     if self.chain_state.missing_again(&payment.txid, self.now())
                         && !self.replaced_in_flight(&payment)?
@@ -542,7 +606,7 @@ impl Service {
         let client = EthereumClient::new(&watch.rpc_url, CHAIN_TIMEOUT).map_err(endpoint)?;
         // The tip first, then the invoices: a payment in a block up to this tip was mined
         // after its address was shown, so its invoice is in the list read next.
-        let tip = client.block_number().map_err(endpoint)?;
+        let claimed_tip = client.block_number().map_err(endpoint)?;
         let mut coins = vec!["ETH"];
         coins.extend(watch.tokens.iter().map(|(coin, _)| coin.as_str()));
         let invoices = self.watched(&coins)?;
@@ -556,7 +620,12 @@ impl Service {
 
         let environment = self.environment();
         let cursor = self.store.read(|db| db.chain_cursor(environment, "ethereum"))?;
-        let next = match cursor.and_then(|n| u64::try_from(n).ok()) {
+        let cursor = cursor.and_then(|n| u64::try_from(n).ok());
+        let tip = served_tip(claimed_tip, cursor.unwrap_or(0).saturating_sub(1), |number| {
+            client.block_timestamp(number).map(|header| header.is_some())
+        })
+        .map_err(endpoint)?;
+        let next = match cursor {
             Some(next) => next,
             None => first_scan_start(&client, tip, invoices.iter().map(|i| i.created_at_ms).min()).map_err(endpoint)?,
         };
@@ -580,15 +649,31 @@ impl Service {
                 }
             }
         }
-        if from <= to && to != u64::MAX {
-            self.scan_tokens(&client, watch, &open, from, to, report)?;
+        // A token whose transfers could not be read holds the cursor where it was: the
+        // blocks are scanned again next pass (recording is idempotent), so a payment in
+        // them is found once the token reads, not passed over for good.
+        if from <= to && to != u64::MAX && self.scan_tokens(&client, watch, &open, from, to, report)? {
             let stored = i64::try_from(to.saturating_add(1).max(next)).unwrap_or(i64::MAX);
             self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
         }
 
+        let mut failures_in_a_row = 0;
         for payment in self.unconfirmed("ethereum", &coins, is_ethereum_hash)? {
             let hash = chain_txid(&payment.txid);
-            match client.receipt(hash).map_err(endpoint)? {
+            let receipt = match client.receipt(hash) {
+                Ok(receipt) => receipt,
+                Err(error) => {
+                    failures_in_a_row += 1;
+                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
+                        return Err(endpoint(error));
+                    }
+                    report.errors.push(follow_up_failure("ethereum", &payment, &error.to_string()));
+                    self.chain_state.followed("ethereum", &payment);
+                    continue;
+                }
+            };
+            failures_in_a_row = 0;
+            match receipt {
                 Some(receipt) if !receipt.succeeded => {
                     // Reverted: mined, but it moved nothing.
                     self.settle_sighting("ethereum", report, &payment.txid, Settlement::Reject)?;
@@ -617,7 +702,9 @@ impl Service {
     }
 
     /// Records the token `Transfer`s to watched invoices' addresses in blocks `from..=to`,
-    /// one payment per transaction and recipient (its transfers summed).
+    /// one payment per transaction and recipient (its transfers summed); false when a
+    /// token with open invoices could not be read (its decimals unknown), so the blocks
+    /// must be scanned again.
     fn scan_tokens(
         &self,
         client: &EthereumClient,
@@ -626,19 +713,21 @@ impl Service {
         from: u64,
         to: u64,
         report: &mut ChainWatchReport,
-    ) -> std::result::Result<(), PassFailure> {
+    ) -> std::result::Result<bool, PassFailure> {
         // By lower-case contract: the coin, and the decimals its `Transfer` values are in.
         let mut coin_of: HashMap<String, (&str, u32)> = HashMap::new();
         let mut recipients = Vec::new();
+        let mut complete = true;
         for (coin, contract) in &watch.tokens {
             if let Some(addresses) = open.get(coin.as_str()) {
                 let contract = contract.to_ascii_lowercase();
                 let Some(decimals) = self.token_decimals(client, &contract)? else {
                     report.errors.push(format!(
                         "ethereum: token {coin} at {contract} declares no decimals() (or more than 28): its transfers \
-                         are not counted \
+                         are not counted, and the scan holds at block {from} until they can be \
                          (check the contract in the settings)"
                     ));
+                    complete = false;
                     continue;
                 };
                 coin_of.insert(contract, (coin.as_str(), decimals));
@@ -646,14 +735,14 @@ impl Service {
             }
         }
         if coin_of.is_empty() {
-            return Ok(());
+            return Ok(complete);
         }
         let contracts: Vec<String> = coin_of.keys().cloned().collect();
         let transfers = client
             .token_transfers(from, to, &contracts, &recipients)
             .map_err(|e| PassFailure::Endpoint(e.to_string()))?;
         let mut summed: BTreeMap<(String, String, &str), (u128, u32)> = BTreeMap::new();
-        for transfer in transfers {
+        for transfer in distinct_logs(transfers) {
             let Some(&(coin, decimals)) = coin_of.get(&transfer.contract) else { continue };
             let (units, _) = summed.entry((transfer.tx_hash, transfer.to, coin)).or_insert((0, decimals));
             *units = units.saturating_add(transfer.units);
@@ -673,8 +762,35 @@ impl Service {
             self.record_sighting("ethereum", report, order_id, &id, amount)?;
             previous_hash = Some(tx_hash);
         }
-        Ok(())
+        Ok(complete)
     }
+}
+
+/// `transfers` with each log once: a node may list one log twice (the same block and
+/// index), or one transaction's logs from two blocks when it answers across a
+/// reorganisation; summed as they came, either counted money twice. Of a transaction
+/// seen in two blocks only the logs of the highest are kept: the chain's latest word.
+fn distinct_logs(transfers: Vec<TokenTransfer>) -> Vec<TokenTransfer> {
+    let mut block_of: HashMap<String, (u64, String)> = HashMap::new();
+    for transfer in &transfers {
+        let latest =
+            block_of.entry(transfer.tx_hash.clone()).or_insert((transfer.block_number, transfer.block_hash.clone()));
+        if transfer.block_number > latest.0 {
+            *latest = (transfer.block_number, transfer.block_hash.clone());
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    transfers
+        .into_iter()
+        .filter(|transfer| block_of.get(&transfer.tx_hash).is_some_and(|(_, hash)| *hash == transfer.block_hash))
+        .filter(|transfer| seen.insert((transfer.block_hash.clone(), transfer.log_index)))
+        .collect()
+}
+
+/// The report line of a payment whose follow-up call failed: which payment, of which
+/// order, so that an operator can find it.
+fn follow_up_failure(chain: &str, payment: &Payment, error: &str) -> String {
+    format!("{chain}: following up payment {} to order {}: {error}", payment.txid, payment.order_id)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod scripted_node;
 pub mod wallets;
 
 use std::path::PathBuf;
