@@ -325,3 +325,94 @@ fn a_server_that_says_no_is_a_configuration_error_and_one_out_of_reach_a_storage
     assert!(text.starts_with("storage error: cannot connect to PostgreSQL at 127.0.0.1:1/nowhere: "), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// A sandbox service on `db` with `busy_timeout`, a key's merchant, and one order of it.
+fn service_with_order(
+    db: &str,
+    dir: &Path,
+    busy_timeout: Duration,
+) -> (coinorder::Service, coinorder::Merchant, String) {
+    let mut config = coinorder::Config::new(coinorder::Environment::Sandbox);
+    config.secret_key_path = Some(shared_key(dir));
+    config.busy_timeout = busy_timeout;
+    config.rate_limit = coinorder::RateLimit { per_second: 0, burst: 0 };
+    let svc = coinorder::Service::open(db, config).expect("open");
+    let key = svc
+        .create_key(coinorder::NewApiKey {
+            user_id: 1,
+            environment: coinorder::Environment::Sandbox,
+            webhook_url: None,
+        })
+        .expect("key");
+    let merchant = svc.authenticate(Some(key.plain_key.expose())).expect("merchant");
+    let request =
+        coinorder::CreateOrder { currency: "USD".into(), amount: coinorder::Decimal::TEN, ..Default::default() };
+    let order_id = svc.create_order(&merchant, &request).expect("create").order.order.order_id;
+    (svc, merchant, order_id)
+}
+
+#[test]
+#[ignore = "needs a PostgreSQL server: scripts/test-postgres runs it"]
+fn pooled_connections_the_server_ended_are_replaced_without_an_error() {
+    // A restart, or pg_terminate_backend, ends every pooled connection; the service only
+    // finds out by using them. The database is back: no request may fail for it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = fresh_database("ended");
+    let (svc, merchant, order_id) = service_with_order(&db, dir.path(), Duration::from_secs(10));
+    // The pool opens its connections in the background: let it finish.
+    thread::sleep(Duration::from_millis(500));
+    let mut admin = postgres::Client::connect(&db, postgres::NoTls).expect("connect");
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .expect("terminate");
+    assert!(ended.len() >= 8, "{} connections ended", ended.len());
+    let request =
+        coinorder::CreateOrder { currency: "USD".into(), amount: coinorder::Decimal::ONE, ..Default::default() };
+    thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                for _ in 0..5 {
+                    svc.get_order(&merchant, &order_id).expect("a read after the connections ended");
+                    svc.create_order(&merchant, &request).expect("a write after the connections ended");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+#[ignore = "needs a PostgreSQL server: scripts/test-postgres runs it"]
+fn a_read_waits_for_a_table_lock_at_most_the_busy_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = fresh_database("tablelock");
+    let (svc, merchant, order_id) = service_with_order(&db, dir.path(), Duration::from_secs(1));
+    // An operator's session holds the table for 8 s (a migration, VACUUM FULL).
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let holder = {
+        let db = db.clone();
+        thread::spawn(move || {
+            let mut admin = postgres::Client::connect(&db, postgres::NoTls).expect("connect");
+            let mut locking = admin.transaction().expect("begin");
+            locking.batch_execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE").expect("lock");
+            locked_tx.send(()).expect("send");
+            thread::sleep(Duration::from_secs(8));
+            locking.rollback().expect("unlock");
+        })
+    };
+    locked.recv().expect("locked");
+    let started = Instant::now();
+    let outcome = svc.get_order(&merchant, &order_id);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    let error = outcome.expect_err("the table is locked");
+    holder.join().expect("holder");
+    match error.kind() {
+        coinorder::ErrorKind::Storage(storage) => assert!(storage.is_busy(), "{error:?}"),
+        other => panic!("not a busy storage error: {other:?}"),
+    }
+    svc.get_order(&merchant, &order_id).expect("read once the lock is gone");
+}

@@ -92,12 +92,19 @@ enum ConnectError {
 }
 
 impl ConnectError {
-    /// True when the server answered and said no (a wrong password, role or database
-    /// name): the settings need fixing. Anything else (a server down or unreachable, a
-    /// broken TLS handshake, no file descriptors) is the storage failing, which opening
-    /// again later may cure.
+    /// True when the server answered and said no for a reason the settings decide (a
+    /// wrong password, role or database name, no right to connect): they need fixing.
+    /// Anything else (a server down, full, starting or unreachable, a broken TLS
+    /// handshake, no file descriptors) is the storage failing, which opening again later
+    /// may cure.
     fn is_refusal(&self) -> bool {
-        matches!(self, ConnectError::Postgres(e) if e.as_db_error().is_some())
+        // Only what the settings decide: a server full (53300), starting or shutting down
+        // (57P03) is there again later.
+        let ConnectError::Postgres(error) = self else { return false };
+        error.code().is_some_and(|code| {
+            let code = code.code();
+            code.starts_with("28") || code == "3D000" || code == "42501"
+        })
     }
 }
 
@@ -283,26 +290,50 @@ impl PgStore {
         }
     }
 
-    /// [`super::Store::read`]: one snapshot.
+    /// [`super::Store::read`]: one snapshot. A lock held elsewhere (a table locked by a
+    /// migration or `VACUUM FULL`) is waited for at most the busy timeout, as a write's
+    /// is, and then a busy error: reads had waited as long as the lock was held.
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let mut once = Some(work);
-        self.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, &mut |conn: &Conn<'_>| match once
-            .take()
-        {
+        let timeout_ms = self.busy_timeout.as_millis().max(1);
+        let begin = format!("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = {timeout_ms}");
+        self.transaction(&begin, false, &mut |conn: &Conn<'_>| match once.take() {
             Some(work) => work(conn),
             None => Err(Error::new(ErrorKind::Internal("read ran twice".into()))),
         })
     }
 
+    /// A connection of the pool with the transaction `begin` opened on it. A pooled
+    /// connection the server has closed meanwhile (a restart, `pg_terminate_backend`) is
+    /// only found out by using it: one whose `BEGIN` finds it gone is dropped and the next
+    /// one tried, as nothing ran on it yet, so a database back up again is not answered
+    /// with errors until every dead connection has failed a request.
+    fn begun(&self, begin: &str) -> Result<r2d2::PooledConnection<Manager>> {
+        let mut tries = 0;
+        loop {
+            let mut pooled = self.connection()?;
+            match pooled.client.batch_execute(begin) {
+                Ok(()) => return Ok(pooled),
+                Err(error) if is_connection_lost(&error) && tries <= POOL_SIZE => tries += 1,
+                Err(error) => return Err(postgres_error(error)),
+            }
+        }
+    }
+
     fn transaction<T>(&self, begin: &str, writing: bool, work: &mut dyn FnMut(&Conn<'_>) -> Result<T>) -> Result<T> {
-        let mut pooled = self.connection()?;
-        pooled.client.batch_execute(begin).db()?;
+        let pooled = self.begun(begin)?;
         let conn = PgConn { client: RefCell::new(pooled), writing };
         let outcome = work(&Conn::Postgres(&conn));
         let mut pooled = conn.client.into_inner();
         match outcome {
             Ok(value) => {
-                pooled.client.batch_execute("COMMIT").db()?;
+                // A connection lost while committing leaves the outcome unknown: the
+                // caller hears so (a 503 to retry, as for a lost connection of its own),
+                // but the transaction is never run again here, which could do it twice.
+                pooled.client.batch_execute("COMMIT").map_err(|error| match is_connection_lost(&error) {
+                    true => Error::new(ErrorKind::Storage(StorageError::new(true, CommitOutcomeUnknown(error)))),
+                    false => postgres_error(error),
+                })?;
                 Ok(value)
             }
             Err(error) => {
@@ -398,9 +429,30 @@ struct Unreachable {
 #[error("no PostgreSQL connection available: {0}")]
 struct PoolError(String);
 
-/// SQLSTATEs after which the whole transaction may simply run again.
+/// A connection lost while its `COMMIT` was on the way: committed or not, no one knows.
+#[derive(Debug, thiserror::Error)]
+#[error("the connection to PostgreSQL was lost while committing (the outcome is unknown)")]
+struct CommitOutcomeUnknown(#[source] postgres::Error);
+
+/// Errors after which the whole transaction may simply run again: conflicts, and a
+/// connection lost before the commit (the server rolled the transaction back).
 fn is_conflict(error: &Error) -> bool {
-    matches!(error.kind(), ErrorKind::Storage(storage) if storage.is_busy())
+    matches!(error.kind(), ErrorKind::Storage(storage)
+        if storage.is_busy()
+            && !std::error::Error::source(storage).is_some_and(|source| source.is::<CommitOutcomeUnknown>()))
+}
+
+/// True when `error` is the connection's loss (closed by the server, reset, timed out),
+/// not something the server answered.
+fn is_connection_lost(error: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    match error.code() {
+        // The server ended the session: `pg_terminate_backend`, a shutdown or a crash.
+        Some(code) => *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CRASH_SHUTDOWN,
+        None => {
+            error.is_closed() || std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>())
+        }
+    }
 }
 
 /// `host:port/database` of a connection configuration (never the password).
@@ -416,16 +468,21 @@ fn describe(config: &postgres::Config) -> String {
 }
 
 /// PostgreSQL's errors become the backend-neutral [`StorageError`]; the conflicts a
-/// retry cures (serialization failure, deadlock, lock timeout) are marked busy. A private
+/// retry cures (serialization failure, deadlock, lock timeout) and a server or connection
+/// gone for now are marked busy. A private
 /// function rather than a `From` impl on [`Error`], which would put `postgres` into the
 /// public API.
 fn postgres_error(err: postgres::Error) -> Error {
     use postgres::error::SqlState;
-    let busy = err.code().is_some_and(|code| {
-        *code == SqlState::T_R_SERIALIZATION_FAILURE
-            || *code == SqlState::T_R_DEADLOCK_DETECTED
-            || *code == SqlState::LOCK_NOT_AVAILABLE
-    });
+    // A lost connection is the database unavailable for now: a 503 to retry, and a
+    // transaction that had not committed is run again on another connection.
+    let busy = is_connection_lost(&err)
+        || err.code().is_some_and(|code| {
+            *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::LOCK_NOT_AVAILABLE
+                || *code == SqlState::CANNOT_CONNECT_NOW
+        });
     Error::new(ErrorKind::Storage(StorageError::new(busy, err)))
 }
 
