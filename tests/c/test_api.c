@@ -604,6 +604,13 @@ static void test_key_create(void) {
                  "user_id: must be an integer from 0 to 9223372036854775807");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":-1}", &out, &err), "PARAMETERS_MISSING",
                  COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: must be an integer from 0 to 9223372036854775807");
+    /* A member sent twice is refused naming it, never its last value taken: a key for
+     * whichever user_id came last would belong to another merchant. */
+    EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":1,\"user_id\":2}", &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "user_id: sent more than once");
+    EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":1,\"environment\":\"sandbox\",\"environment\":\"live\"}",
+                                      &out, &err),
+                 "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400, "environment: sent more than once");
     EXPECT_ERROR(coinorder_key_create(fx.svc, "{\"user_id\":1,\"webhook_url\":5}", &out, &err),
                  "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
                  "webhook_url: must be a string or null");
@@ -1084,6 +1091,8 @@ static void test_order_list(void) {
                  COINORDER_ERROR_API_LIMIT_EXCEEDED, 400, "limit: at most 50");
     EXPECT_ERROR(coinorder_order_list(fx.svc, fx.key, "{\"status\":\"NEW\",\"limit\":51}", &out, &err),
                  "API_LIMIT_EXCEEDED", COINORDER_ERROR_API_LIMIT_EXCEEDED, 400, "limit: at most 50");
+    EXPECT_ERROR(coinorder_order_list(fx.svc, fx.key, "{\"limit\":1,\"limit\":50}", &out, &err), "PARAMETERS_MISSING",
+                 COINORDER_ERROR_PARAMETERS_MISSING, 400, "limit: sent more than once");
     EXPECT_ERROR(coinorder_order_list(fx.svc, fx.key, "{\"limit\":0}", &out, &err), "PARAMETERS_MISSING",
                  COINORDER_ERROR_PARAMETERS_MISSING, 400, "limit: must be an integer from 1 to 50");
     EXPECT_ERROR(coinorder_order_list(fx.svc, fx.key, "{\"limit\":2.5}", &out, &err), "PARAMETERS_MISSING",

@@ -173,6 +173,20 @@ pub fn json_members(text: &str, argument: &str) -> Result<Vec<(String, Value)>, 
         .map_err(|e| CallError::invalid_json(argument, format!("is not valid JSON ({e})")))
 }
 
+/// A JSON object argument whose members are each sent once: a member sent twice is the
+/// service's `PARAMETERS_MISSING` naming it ("user_id: sent more than once"), as over
+/// HTTP, never its last value taken silently.
+pub fn json_unique_object(text: &str, argument: &str) -> Result<serde_json::Map<String, Value>, CallError> {
+    let mut object = serde_json::Map::new();
+    for (name, value) in json_members(text, argument)? {
+        if object.contains_key(&name) {
+            return Err(coinorder::Error::invalid(name, "sent more than once").into());
+        }
+        object.insert(name, value);
+    }
+    Ok(object)
+}
+
 /// Copies a Rust string into a C string the caller frees with `coinorder_string_free`.
 pub fn c_string(text: String) -> Result<CString, CallError> {
     // JSON escapes NUL; only a page body could hold one, and none does.

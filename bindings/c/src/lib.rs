@@ -22,7 +22,10 @@ use std::sync::Arc;
 use coinorder::{render, Config, Environment, NewApiKey, Service, Timestamp, WireRequest};
 use serde_json::{json, Value};
 
-use ffi::{bytes, guard, json_members, json_object, json_out, json_text_out, need, opt_text, out, text, CallError};
+use ffi::{
+    bytes, guard, json_members, json_object, json_out, json_text_out, json_unique_object, need, opt_text, out, text,
+    CallError,
+};
 pub use ffi::{coinorder_error, coinorder_status};
 
 /// The version of the C ABI this library implements. It grows when a function is added
@@ -264,7 +267,7 @@ pub unsafe extern "C" fn coinorder_key_create(
     guard(err, || {
         need(key_json_out, "key_json_out")?;
         let service = service_ref(service)?;
-        let request = json_object(text(request_json, "request_json")?, "request_json")?;
+        let request = json_unique_object(text(request_json, "request_json")?, "request_json")?;
         let user_id = match request.get("user_id") {
             None | Some(Value::Null) => return Err(coinorder::user_id_refused(true).into()),
             Some(value) => value.as_i64().ok_or_else(|| coinorder::user_id_refused(false))?,
@@ -497,7 +500,9 @@ pub unsafe extern "C" fn coinorder_order_list(
         let (service, merchant) = authenticated(service, api_key)?;
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         if let Some(query_text) = opt_text(query_json, "query_json")? {
-            for (name, value) in &json_object(query_text, "query_json")? {
+            // Each member as sent: one sent twice is refused by the query's parser, naming
+            // it, as the same query string over HTTP is.
+            for (name, value) in &json_members(query_text, "query_json")? {
                 match value {
                     Value::Null => {}
                     Value::String(text) => drop(query.append_pair(name, text)),
