@@ -456,6 +456,34 @@ fn serve_answers_requests_and_stops_on_sigterm() {
 }
 
 #[test]
+fn serve_exits_within_its_grace_while_another_process_holds_the_database() {
+    // SQLite's write lock, held by another process: what serve still has to write at
+    // shutdown (the keys' last use, a worker's run) would wait out the busy timeout.
+    if on_postgres() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
+    let created = run_json(dir, &["keys", "create", "--user-id", "5", "--env", "sandbox"]);
+    let key = created["key"].as_str().expect("key");
+    std::fs::write(dir.join("slow.toml"), "[limits]\nbusy_timeout_ms = 30000\nshutdown_grace_secs = 1\n")
+        .expect("write config");
+    let (mut server, addr) = ServeProcess::start(dir, &["--config", "slow.toml"]);
+    let holder = rusqlite::Connection::open(dir.join("coinorder.db")).expect("open");
+    holder.execute_batch("BEGIN IMMEDIATE").expect("hold the write lock");
+    // A request whose key use cannot be written while the lock is held.
+    let response = agent().get(format!("http://{addr}/v1/orders")).header("x-api-key", key).call().expect("GET");
+    assert_eq!(response.status().as_u16(), 200);
+    let started = Instant::now();
+    let status = server.terminate();
+    let waited = started.elapsed();
+    assert_eq!(status.code(), Some(0));
+    assert!(waited < Duration::from_secs(8), "1 s of grace and 5 for background work; waited {waited:?}");
+    assert!(server.stderr_text().contains("exiting without it"));
+    holder.execute_batch("ROLLBACK").expect("release");
+}
+
+#[test]
 fn a_write_past_the_file_size_limit_fails_its_request_and_serve_stays_up() {
     if on_postgres() {
         return; // the limit is on this process's files: PostgreSQL's are the server's

@@ -38,6 +38,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How often `serve` moves orders whose quote ran out.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How much longer than the requests' shutdown grace `serve` waits for its background
+/// work to stop before it exits anyway.
+const BACKGROUND_STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often `serve` looks for new webhooks and e-mails (a retry due sooner is sent when due).
 const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often `serve` copies SQLite's write-ahead log into the database file, so that
@@ -126,7 +130,8 @@ enum Command {
     ///
     /// Prints `coinorder listening on http://<addr> (<env>)` once listening, then serves
     /// until interrupted (Ctrl-C or SIGTERM), answers the requests in flight (waiting up
-    /// to 10 s) and exits 0. A second interrupt exits at once, with status 1.
+    /// to 10 s; background work 5 s more) and exits 0. A second interrupt exits at once,
+    /// with status 1.
     ///
     /// While serving, a background worker checks every second for invoices whose quote
     /// ran out: NEW orders become EXPIRED, PENDING orders whose confirmed payments fall
@@ -1657,7 +1662,10 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         if signals.fetch_add(1, Ordering::SeqCst) == 0 {
             let _ = stop_tx.send(());
         } else {
-            eprintln!("error: interrupted again; exiting without waiting for requests in flight");
+            // Not eprintln!, which panics when stderr is gone (a closed pipe) and would
+            // leave the process running.
+            let _ =
+                writeln!(std::io::stderr(), "error: interrupted again; exiting without waiting for requests in flight");
             std::process::exit(1);
         }
     })
@@ -1740,25 +1748,40 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     // Returns on the first signal; an error means the handler is gone, so stop as well.
     let _ = stop_rx.recv();
     log.notice(&format!("shutting down (waiting up to {} s for requests in flight)", grace.as_secs()));
-    // The background workers stop while the server drains, not after it.
-    std::thread::scope(|scope| {
-        scope.spawn(|| handle.shutdown());
-        expiry.stop();
-        delivery.stop();
-        checkpoint.stop();
-        chain.stop();
-        if let Some(event_log) = &mut event_log {
-            event_log.stop();
+    // The background workers stop while the server drains, not after it, on a thread of
+    // their own: a run waiting for a database another process holds locked waits out its
+    // busy timeout, and one the chain's endpoint keeps waiting its own, so the wait for
+    // all of it is bounded as the requests' is, and what they did not finish is done by
+    // the next start (nothing committed is lost).
+    let (stopped_tx, stopped_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        std::thread::scope(|scope| {
+            scope.spawn(|| handle.shutdown());
+            expiry.stop();
+            delivery.stop();
+            checkpoint.stop();
+            chain.stop();
+            if let Some(event_log) = &mut event_log {
+                event_log.stop();
+            }
+        });
+        for worker in [&expiry, &delivery, &checkpoint, &chain] {
+            if let Some(error) = worker.last_error() {
+                log.notice(&format!("{} failed {} time(s); last: {error}", worker.name(), worker.failures()));
+            }
         }
+        // The last requests' key uses, if the writer was busy when they came.
+        if let Err(error) = service.record_key_uses() {
+            log.notice(&format!("could not record the keys' last use: {error}"));
+        }
+        let _ = stopped_tx.send(());
     });
-    for worker in [&expiry, &delivery, &checkpoint, &chain] {
-        if let Some(error) = worker.last_error() {
-            log.notice(&format!("{} failed {} time(s); last: {error}", worker.name(), worker.failures()));
-        }
-    }
-    // The last requests' key uses, if the writer was busy when they came.
-    if let Err(error) = service.record_key_uses() {
-        eprintln!("coinorder: could not record the keys' last use: {error}");
+    if stopped_rx.recv_timeout(grace + BACKGROUND_STOP_GRACE).is_err() {
+        log.notice(&format!(
+            "background work still busy {} s after the signal (a database locked by another process, or a slow \
+             chain endpoint?): exiting without it",
+            (grace + BACKGROUND_STOP_GRACE).as_secs()
+        ));
     }
     Ok(())
 }

@@ -274,7 +274,14 @@ fn run(server: Server, threads: usize, mut stop: watch::Receiver<Option<Duration
         // Every connection returns its permit when it ends: all of them back = drained.
         let all = u32::try_from(cap).unwrap_or(u32::MAX);
         if tokio::time::timeout(grace, connections.acquire_many(all)).await.is_err() {
-            log_line("-", &format!("shutdown: connections still busy after {} s were dropped", grace.as_secs()));
+            log_line(
+                "-",
+                &format!(
+                    "shutdown: connections still busy after {} s were closed unanswered (a request among them \
+                     may still finish its write: a client retries with its merchant_order_id)",
+                    grace.as_secs()
+                ),
+            );
         }
     });
     // Threads still answering a request (a write waiting on the database) finish it on
