@@ -338,7 +338,7 @@ impl Service {
                 return match self.order(&order_id) {
                     Ok(order) => html_response(200, page::payment_page(self, &order, base)),
                     Err(error) if !error.is_internal() => html_response(404, page::not_found_page()),
-                    Err(error) => html_response(500, page::error_page(&error)),
+                    Err(error) => page_failure(&error),
                 }
             }
             PageRoute::Status => self.order(&order_id),
@@ -350,7 +350,7 @@ impl Service {
                 // A refused step (the order was paid or expired meanwhile) is shown by the
                 // page itself, in the state the order is in now.
                 Ok(_) => see_page(base, &order_id),
-                Err(error) if error.is_internal() => html_response(500, page::error_page(&error)),
+                Err(error) if error.is_internal() => page_failure(&error),
                 Err(error) if matches!(error.kind(), ErrorKind::OrderNotFound) => {
                     html_response(404, page::not_found_page())
                 }
@@ -370,6 +370,14 @@ fn see_page(base: &str, order_id: &str) -> WireResponse {
     let query: String = url::form_urlencoded::Serializer::new(String::new()).append_pair("id", order_id).finish();
     let mut response = WireResponse::with_content_type(303, "text/plain; charset=utf-8", Vec::new());
     response.headers.push(("location".to_string(), format!("{base}?{query}")));
+    response
+}
+
+/// The payment page's 500, with its cause kept for the server's log (as a JSON 500's
+/// is), never in the page.
+fn page_failure(error: &Error) -> WireResponse {
+    let mut response = html_response(500, page::error_page(error));
+    response.internal_detail = Some(error.to_string());
     response
 }
 

@@ -908,3 +908,20 @@ fn head_asks_for_the_page_as_get_does() {
     assert_eq!(h.svc.handle(&WireRequest::new("HEAD", "/pay?id=00000000-0000-0000-0000-000000000000")).status, 404);
     assert_eq!(h.svc.handle(&WireRequest::new("HEAD", &format!("/v1/orders/{id}"))).status, 404);
 }
+
+#[test]
+fn a_page_that_fails_keeps_its_cause_for_the_log_and_out_of_the_page() {
+    let h = harness();
+    let id = create(&h, json!({"currency": "USD", "amount": 5}));
+    let mut raw = common::backend::RawDb::open(&h.db());
+    raw.batch("ALTER TABLE orders RENAME TO orders_elsewhere");
+    let page = h.svc.handle(&WireRequest::new("GET", &format!("/pay?id={id}")));
+    let status = h.svc.handle(&WireRequest::new("GET", &format!("/pay/status?id={id}")));
+    raw.batch("ALTER TABLE orders_elsewhere RENAME TO orders");
+    for failed in [&page, &status] {
+        assert_eq!(failed.status, 500, "{}", text(failed));
+        let cause = failed.internal_detail.clone().unwrap_or_default();
+        assert!(cause.contains("orders"), "the log's cause: {cause:?}");
+        assert!(!text(failed).contains("orders_elsewhere") && !text(failed).contains("no such"), "{}", text(failed));
+    }
+}
