@@ -271,3 +271,16 @@ def test_errors_can_be_caught_as_the_base_class(svc: coinorder.Service) -> None:
     assert isinstance(caught.value, coinorder.KeyNotFound)
     assert repr(caught.value)
 
+
+
+def test_an_int_too_large_names_its_argument(svc: coinorder.Service) -> None:
+    # pyo3's own conversion raised a bare OverflowError that named nothing.
+    with pytest.raises(coinorder.ParametersMissing, match=r"^valid_until: must be a whole number"):
+        svc.set_rate("BTC", "USD", Decimal("50000"), valid_until=10**30)
+    for index in (-1, 2**40):
+        with pytest.raises(coinorder.ParametersMissing, match=r"^index: must be a whole number from 0 to 4294967295"):
+            svc.wallet_address("BTC", index)
+    with pytest.raises(TypeError, match="^index: must be an int"):
+        svc.wallet_address("BTC", "0")  # type: ignore[arg-type]
+    with pytest.raises(coinorder.ParametersMissing, match=r"^now: must be a whole number"):
+        coinorder.verify_webhook("whsec_" + base64.b64encode(b"k" * 32).decode(), {}, b"{}", now=2**70)

@@ -781,19 +781,36 @@ impl Service {
     /// In a forked child, drops nothing: the copies of the parent's connections, locks and
     /// worker handles are let go of without closing, which could wait forever on a lock
     /// a parent's thread held at the fork, or write to the parent's database.
+    ///
+    /// Only tried: a lock a parent's thread held at the fork is never released in the
+    /// child, and waiting for it would hang. What is not taken here is let go of when
+    /// the service is dropped ([`Drop`] needs no lock).
     fn abandon_if_inherited(&self) -> bool {
         if !self.inherited() {
             return false;
         }
-        std::mem::forget(self.inner.lock().ok().and_then(|mut guard| guard.take()));
-        std::mem::forget(self.workers.lock().ok().and_then(|mut guard| guard.take()));
+        match self.inner.try_lock() {
+            Ok(mut inner) => std::mem::forget(inner.take()),
+            Err(std::sync::TryLockError::Poisoned(inner)) => std::mem::forget(inner.into_inner().take()),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        match self.workers.try_lock() {
+            Ok(mut workers) => std::mem::forget(workers.take()),
+            Err(std::sync::TryLockError::Poisoned(workers)) => std::mem::forget(workers.into_inner().take()),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
         true
     }
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if self.abandon_if_inherited() {
+        if self.inherited() {
+            // Exclusive access: the fields are taken without their locks, which a
+            // parent's thread may have held at the fork.
+            let inner = self.inner.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            let workers = self.workers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            std::mem::forget((inner, workers));
             return;
         }
         // Dropped without close(): the interpreter holds the GIL here, and stopping waits
@@ -1334,8 +1351,10 @@ impl Service {
 
     /// The address of `coin`'s wallet at `index`, to check against the merchant's own
     /// wallet software.
-    #[pyo3(signature = (coin, index = 0))]
-    fn wallet_address(&self, py: Python<'_>, coin: String, index: u32) -> PyResult<String> {
+    #[pyo3(signature = (coin, index = None), text_signature = "($self, coin, index=0)")]
+    fn wallet_address(&self, py: Python<'_>, coin: String, index: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+        let index = whole_arg(py, index, "index", 0, 0, i64::from(u32::MAX))?;
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
         let core = self.core()?;
         detached(py, move || core.wallet_address(&coin, index))
     }
@@ -1469,7 +1488,9 @@ fn int_text_arg(value: Option<&Bound<'_, PyAny>>, field: &str, default: i64) -> 
 /// An aware `datetime` (or Unix seconds as an int) as a timestamp.
 fn timestamp_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Timestamp> {
     if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
-        return Ok(Timestamp(value.extract::<i64>()?.saturating_mul(1000)));
+        // Seconds; pyo3's own conversion of a larger int raises an OverflowError naming nothing.
+        let seconds = whole_arg(value.py(), Some(value), field, 0, i64::MIN / 1000, i64::MAX / 1000)?;
+        return Ok(Timestamp(seconds.saturating_mul(1000)));
     }
     if value.getattr("tzinfo").map(|tz| tz.is_none()).unwrap_or(true) {
         return Err(PyTypeError::new_err(format!("{field}: must be a timezone-aware datetime")));
@@ -1522,8 +1543,12 @@ fn verify_webhook<'py>(
     secret: &str,
     headers: &Bound<'py, PyAny>,
     body: &Bound<'py, PyAny>,
-    now: Option<i64>,
+    now: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let now = match now.filter(|now| !now.is_none()) {
+        Some(now) => Some(whole_arg(py, Some(now), "now", 0, i64::MIN, i64::MAX)?),
+        None => None,
+    };
     let mut found: [Option<String>; 3] = [None, None, None];
     // `None` has no headers, so the missing one is named below.
     for (name, value) in header_items(Some(headers))? {
