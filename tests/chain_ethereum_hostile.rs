@@ -28,6 +28,8 @@ struct Chain {
     logs: Vec<Value>,
     receipts: Vec<(String, Value)>,
     decimals: Value,
+    /// Ether transfers, by block.
+    ether: Vec<(u64, Value)>,
 }
 
 impl Chain {
@@ -37,7 +39,9 @@ impl Chain {
             "eth_getBlockByNumber" => {
                 let number = block_param(request);
                 if number <= self.served {
-                    block(number, json!([]))
+                    let transactions: Vec<Value> =
+                        self.ether.iter().filter(|(at, _)| *at == number).map(|(_, tx)| tx.clone()).collect();
+                    block(number, json!(transactions))
                 } else {
                     Value::Null
                 }
@@ -101,6 +105,7 @@ impl Scenario {
             logs: Vec::new(),
             receipts: Vec::new(),
             decimals: json!(format!("0x{:064x}", 6)),
+            ether: Vec::new(),
         }));
         let calls = Arc::new(AtomicU64::new(0));
         let url = {
@@ -115,17 +120,24 @@ impl Scenario {
                 Some(EthereumWatch { rpc_url: url, confirmations, tokens: vec![("USDT".into(), CONTRACT.into())] });
         });
         shop.svc.set_rate("USDT", "USD", "1".parse().expect("rate"), None).expect("rate");
+        shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
         shop.svc.set_wallet("USDT", &ethereum_account_xpub()).expect("wallet");
+        shop.svc.set_wallet("ETH", &ethereum_account_xpub()).expect("wallet");
         Scenario { shop, chain, calls }
     }
 
     /// A USDT order of `usd` dollars, and its payee address in lower case.
     fn order(&self, usd: &str) -> (OrderWithInvoice, String) {
+        self.order_in("USDT", usd)
+    }
+
+    /// An order of `usd` dollars paid in `coin`, and its payee address in lower case.
+    fn order_in(&self, coin: &str, usd: &str) -> (OrderWithInvoice, String) {
         let merchant = self.shop.svc.authenticate(Some(&self.shop.key)).expect("authenticate");
         let request = CreateOrder {
             currency: "USD".into(),
             amount: usd.parse().expect("amount"),
-            pay_currency: Some("USDT".into()),
+            pay_currency: Some(coin.into()),
             ..Default::default()
         };
         let order = self.shop.svc.create_order(&merchant, &request).expect("create").order;
@@ -259,4 +271,38 @@ fn a_token_whose_decimals_read_empty_once_is_scanned_again_once_they_read() {
     assert!(s.calls.load(Ordering::SeqCst) > calls_before);
     assert_eq!((second.recorded, second.confirmed), (1, 1), "{second:?}");
     assert_eq!(s.status(&order), OrderStatus::Paid);
+}
+
+#[test]
+fn ether_is_watched_past_a_token_that_cannot_be_read_and_the_token_catches_up_once_it_reads() {
+    let s = Scenario::new(1);
+    let (token_order, token_payee) = s.order("10");
+    let (ether_order, ether_payee) = s.order_in("ETH", "25");
+    {
+        let mut chain = s.chain.lock().expect("chain");
+        chain.decimals = json!("0x");
+        chain.logs = vec![transfer_log(&tx(7), 0, &token_payee, 10_000_000, 7)];
+        chain.receipts = vec![(tx(7), receipt(7)), (tx(8), receipt(550))];
+    }
+    s.watch();
+    // The chain moves on 600 blocks, three passes' worth, with 0.01 ETH paid in block 550.
+    {
+        let mut chain = s.chain.lock().expect("chain");
+        (chain.served, chain.claimed_tip) = (600, 600);
+        chain.ether = vec![(550, json!({"hash": tx(8), "to": ether_payee, "value": hex(10_000_000_000_000_000)}))];
+    }
+    for _ in 0..4 {
+        let report = s.watch();
+        assert!(report.errors.iter().all(|e| e.contains("declares no decimals()")), "{report:?}");
+    }
+    assert_eq!(s.status(&ether_order), OrderStatus::Paid, "Ether is not held up by the token");
+    assert_eq!(s.status(&token_order), OrderStatus::New);
+
+    // The token reads again: its blocks from where it was left out are read.
+    s.chain.lock().expect("chain").decimals = json!(format!("0x{:064x}", 6));
+    for _ in 0..4 {
+        let report = s.watch();
+        assert!(report.errors.is_empty(), "{report:?}");
+    }
+    assert_eq!(s.status(&token_order), OrderStatus::Paid, "{}", s.received(&token_order));
 }

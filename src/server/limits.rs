@@ -44,8 +44,10 @@ pub struct ServerLimits {
     pub min_body_rate: u32,
     /// A client that reads nothing of an answer for this long is cut off. Default 30 s.
     pub write_timeout: Duration,
-    /// Most connections open at once. The server also stays below the process's
-    /// open-file limit, so accepting never fails for want of file descriptors. Default 1024.
+    /// Most connections open at once. The server also keeps below the process's
+    /// open-file limit, with descriptors to spare; under a flood of connections an accept
+    /// may still fail for want of one, which is logged, and the listener backs off and
+    /// recovers. Default 1024.
     pub max_connections: usize,
     /// Most requests waiting for a thread or being answered at once. Default 256.
     pub max_in_flight: usize,

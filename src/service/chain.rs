@@ -143,9 +143,14 @@ pub(crate) struct WatchState {
     missing: Mutex<HashMap<String, (u32, i64, Timestamp)>>,
     /// Payments already reported as older than their invoice: told once per process.
     told_older: Mutex<std::collections::HashSet<String>>,
-    /// The decimals each token contract declared (`None`: it declares none), by
-    /// lower-case address: asked once per process, as a contract's decimals do not change.
+    /// The decimals each token contract declared, by lower-case address: asked once per
+    /// process, as a contract's decimals do not change (a contract that declared none
+    /// is asked again each pass, and is not kept here).
     token_decimals: Mutex<HashMap<String, Option<u32>>>,
+    /// Where the next Bitcoin pass begins reading addresses, in the list of watched
+    /// invoices: after the one a pass that gave up on the API stopped at, so an API that
+    /// answers only so many requests a pass cannot keep the later invoices unread.
+    addresses_from: Mutex<usize>,
     /// By chain, the last unconfirmed payment followed up (first seen, id): where the
     /// next pass's follow-up goes on.
     followed_up_to: Mutex<HashMap<&'static str, (Timestamp, String)>>,
@@ -524,15 +529,22 @@ impl Service {
             )));
         }
         let mut failures_in_a_row = 0;
-        for invoice in self.watched(&["BTC"])? {
+        let mut discovery_failed = None;
+        let invoices = self.watched(&["BTC"])?;
+        let first = *self.chain_state.addresses_from.lock().unwrap_or_else(|p| p.into_inner()) % invoices.len().max(1);
+        for at in (first..invoices.len()).chain(0..first) {
+            let invoice = &invoices[at];
             let payments = match client.payments_to(&invoice.address) {
                 Ok(payments) => payments,
                 // One address the API answers badly about is reported and passed over; an
-                // API that answers none (each request waiting out its timeout) ends the pass.
+                // API that answers none (each request waiting out its timeout) ends the
+                // reading of addresses, and the next pass begins where this one stopped.
                 Err(error) => {
                     failures_in_a_row += 1;
                     if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
-                        return Err(endpoint(error));
+                        *self.chain_state.addresses_from.lock().unwrap_or_else(|p| p.into_inner()) = at;
+                        discovery_failed = Some(error);
+                        break;
                     }
                     report.errors.push(format!("bitcoin: {}: {error}", invoice.address));
                     continue;
@@ -594,7 +606,12 @@ impl Service {
             }
             self.chain_state.followed("bitcoin", &payment);
         }
-        Ok(())
+        // The payments seen before were followed up all the same; the API's failure ends
+        // the pass now, and backs off.
+        match discovery_failed {
+            Some(error) => Err(endpoint(error)),
+            None => Ok(()),
+        }
     }
 
     fn watch_ethereum(
@@ -649,10 +666,8 @@ impl Service {
                 }
             }
         }
-        // A token whose transfers could not be read holds the cursor where it was: the
-        // blocks are scanned again next pass (recording is idempotent), so a payment in
-        // them is found once the token reads, not passed over for good.
-        if from <= to && to != u64::MAX && self.scan_tokens(&client, watch, &open, from, to, report)? {
+        if from <= to && to != u64::MAX {
+            self.scan_tokens(&client, watch, &open, from, to, report)?;
             let stored = i64::try_from(to.saturating_add(1).max(next)).unwrap_or(i64::MAX);
             self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
         }
@@ -702,9 +717,14 @@ impl Service {
     }
 
     /// Records the token `Transfer`s to watched invoices' addresses in blocks `from..=to`,
-    /// one payment per transaction and recipient (its transfers summed); false when a
-    /// token with open invoices could not be read (its decimals unknown), so the blocks
-    /// must be scanned again.
+    /// one payment per transaction and recipient (its transfers summed).
+    ///
+    /// A token that cannot be read (its `decimals()` unknown: a wrong contract in the
+    /// settings, or one bad answer) is left out, and the block it was left out from is
+    /// kept in the database as its own cursor (`ethereum-token:<contract>`); once it
+    /// reads, its transfers from there on are read, a pass's worth of blocks at a time,
+    /// until it has caught up. So its payments are found late rather than never, and Ether
+    /// and the other tokens go on as usual meanwhile.
     fn scan_tokens(
         &self,
         client: &EthereumClient,
@@ -713,34 +733,72 @@ impl Service {
         from: u64,
         to: u64,
         report: &mut ChainWatchReport,
-    ) -> std::result::Result<bool, PassFailure> {
+    ) -> std::result::Result<(), PassFailure> {
+        let environment = self.environment();
+        let endpoint = |e: crate::chain::ethereum::RpcError| PassFailure::Endpoint(e.to_string());
         // By lower-case contract: the coin, and the decimals its `Transfer` values are in.
         let mut coin_of: HashMap<String, (&str, u32)> = HashMap::new();
         let mut recipients = Vec::new();
-        let mut complete = true;
         for (coin, contract) in &watch.tokens {
-            if let Some(addresses) = open.get(coin.as_str()) {
-                let contract = contract.to_ascii_lowercase();
-                let Some(decimals) = self.token_decimals(client, &contract)? else {
-                    report.errors.push(format!(
-                        "ethereum: token {coin} at {contract} declares no decimals() (or more than 28): its transfers \
-                         are not counted, and the scan holds at block {from} until they can be \
-                         (check the contract in the settings)"
-                    ));
-                    complete = false;
-                    continue;
+            let Some(addresses) = open.get(coin.as_str()) else { continue };
+            let contract = contract.to_ascii_lowercase();
+            let behind_cursor = format!("ethereum-token:{contract}");
+            // A negative value is a token that has caught up.
+            let behind = self
+                .store
+                .read(|db| db.chain_cursor(environment, &behind_cursor))?
+                .and_then(|block| u64::try_from(block).ok());
+            let Some(decimals) = self.token_decimals(client, &contract)? else {
+                let unread_from = behind.unwrap_or(from);
+                report.errors.push(format!(
+                    "ethereum: token {coin} at {contract} declares no decimals() (or more than 28): its transfers \
+                     from block {unread_from} on are read once it does (check the contract in the settings)"
+                ));
+                if behind.is_none() {
+                    let unread_from = i64::try_from(from).unwrap_or(i64::MAX);
+                    self.store.write(|db| db.set_chain_cursor(environment, &behind_cursor, unread_from))?;
+                }
+                continue;
+            };
+            let recipients_of_coin: Vec<String> = addresses.keys().cloned().collect();
+            if let Some(behind) = behind {
+                let caught_up_to = match behind < from {
+                    true => {
+                        let end = from.saturating_sub(1).min(behind.saturating_add(MAX_BLOCKS_PER_PASS - 1));
+                        let transfers = client
+                            .token_transfers(behind, end, std::slice::from_ref(&contract), &recipients_of_coin)
+                            .map_err(endpoint)?;
+                        let only: HashMap<String, (&str, u32)> =
+                            HashMap::from([(contract.clone(), (coin.as_str(), decimals))]);
+                        self.record_token_transfers(transfers, &only, open, report)?;
+                        end.saturating_add(1)
+                    }
+                    false => from,
                 };
-                coin_of.insert(contract, (coin.as_str(), decimals));
-                recipients.extend(addresses.keys().cloned());
+                let stored = if caught_up_to >= from { -1 } else { i64::try_from(caught_up_to).unwrap_or(i64::MAX) };
+                self.store.write(|db| db.set_chain_cursor(environment, &behind_cursor, stored))?;
             }
+            coin_of.insert(contract, (coin.as_str(), decimals));
+            recipients.extend(recipients_of_coin);
         }
         if coin_of.is_empty() {
-            return Ok(complete);
+            return Ok(());
         }
         let contracts: Vec<String> = coin_of.keys().cloned().collect();
-        let transfers = client
-            .token_transfers(from, to, &contracts, &recipients)
-            .map_err(|e| PassFailure::Endpoint(e.to_string()))?;
+        let transfers = client.token_transfers(from, to, &contracts, &recipients).map_err(endpoint)?;
+        self.record_token_transfers(transfers, &coin_of, open, report)
+    }
+
+    /// Records `transfers` of the contracts in `coin_of` (coin and decimals by contract)
+    /// to the open invoices' addresses, one payment per transaction and recipient (its
+    /// transfers summed).
+    fn record_token_transfers(
+        &self,
+        transfers: Vec<TokenTransfer>,
+        coin_of: &HashMap<String, (&str, u32)>,
+        open: &HashMap<&str, HashMap<String, &str>>,
+        report: &mut ChainWatchReport,
+    ) -> std::result::Result<(), PassFailure> {
         let mut summed: BTreeMap<(String, String, &str), (u128, u32)> = BTreeMap::new();
         for transfer in distinct_logs(transfers) {
             let Some(&(coin, decimals)) = coin_of.get(&transfer.contract) else { continue };
@@ -762,7 +820,7 @@ impl Service {
             self.record_sighting("ethereum", report, order_id, &id, amount)?;
             previous_hash = Some(tx_hash);
         }
-        Ok(complete)
+        Ok(())
     }
 }
 

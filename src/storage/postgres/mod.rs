@@ -327,11 +327,11 @@ impl PgStore {
         let mut pooled = conn.client.into_inner();
         match outcome {
             Ok(value) => {
-                // A connection lost while committing leaves the outcome unknown: the
-                // caller hears so (a 503 to retry, as for a lost connection of its own),
-                // but the transaction is never run again here, which could do it twice.
+                // A connection lost while committing leaves the outcome unknown: not a
+                // busy error (a 503 says nothing was done: send it again), and never run
+                // again here, either of which could do it twice.
                 pooled.client.batch_execute("COMMIT").map_err(|error| match is_connection_lost(&error) {
-                    true => Error::new(ErrorKind::Storage(StorageError::new(true, CommitOutcomeUnknown(error)))),
+                    true => Error::new(ErrorKind::Storage(StorageError::new(false, CommitOutcomeUnknown(error)))),
                     false => postgres_error(error),
                 })?;
                 Ok(value)
@@ -435,11 +435,10 @@ struct PoolError(String);
 struct CommitOutcomeUnknown(#[source] postgres::Error);
 
 /// Errors after which the whole transaction may simply run again: conflicts, and a
-/// connection lost before the commit (the server rolled the transaction back).
+/// connection lost before the commit (the server rolled the transaction back). One lost
+/// at the commit ([`CommitOutcomeUnknown`]) is not busy, so never among them.
 fn is_conflict(error: &Error) -> bool {
-    matches!(error.kind(), ErrorKind::Storage(storage)
-        if storage.is_busy()
-            && !std::error::Error::source(storage).is_some_and(|source| source.is::<CommitOutcomeUnknown>()))
+    matches!(error.kind(), ErrorKind::Storage(storage) if storage.is_busy())
 }
 
 /// True when `error` is the connection's loss (closed by the server, reset, timed out),
