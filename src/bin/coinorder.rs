@@ -1774,6 +1774,10 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
         if let Err(error) = service.record_key_uses() {
             log.notice(&format!("could not record the keys' last use: {error}"));
         }
+        // The database is closed here, before `serve` returns (SQLite checkpoints its log
+        // and removes it): every other holder of the service has stopped.
+        drop((expiry, delivery, checkpoint, chain, event_log));
+        drop(service);
         let _ = stopped_tx.send(());
     });
     if stopped_rx.recv_timeout(grace + BACKGROUND_STOP_GRACE).is_err() {
