@@ -61,7 +61,9 @@ impl Chain {
                     .collect();
                 json!(logs)
             }
-            "eth_call" => self.decimals.clone(),
+            // The configured token answers `decimals`; any other address has no code.
+            "eth_call" if request["params"][0]["to"] == CONTRACT => self.decimals.clone(),
+            "eth_call" => json!("0x"),
             "eth_getTransactionReceipt" => {
                 let hash = request["params"][0].as_str().unwrap_or("");
                 self.receipts.iter().find(|(h, _)| h == hash).map_or(Value::Null, |(_, r)| r.clone())
@@ -99,6 +101,11 @@ struct Scenario {
 
 impl Scenario {
     fn new(confirmations: u32) -> Scenario {
+        Scenario::watching(confirmations, CONTRACT)
+    }
+
+    /// [`Scenario::new`] with USDT configured at `contract`.
+    fn watching(confirmations: u32, contract: &str) -> Scenario {
         let chain = Arc::new(Mutex::new(Chain {
             served: 10,
             claimed_tip: 10,
@@ -117,7 +124,7 @@ impl Scenario {
         };
         let shop = harness_with(Environment::Live, |config| {
             config.ethereum_watch =
-                Some(EthereumWatch { rpc_url: url, confirmations, tokens: vec![("USDT".into(), CONTRACT.into())] });
+                Some(EthereumWatch { rpc_url: url, confirmations, tokens: vec![("USDT".into(), contract.into())] });
         });
         shop.svc.set_rate("USDT", "USD", "1".parse().expect("rate"), None).expect("rate");
         shop.svc.set_rate("ETH", "USD", "2500".parse().expect("rate"), None).expect("rate");
@@ -305,4 +312,57 @@ fn ether_is_watched_past_a_token_that_cannot_be_read_and_the_token_catches_up_on
         assert!(report.errors.is_empty(), "{report:?}");
     }
     assert_eq!(s.status(&token_order), OrderStatus::Paid, "{}", s.received(&token_order));
+}
+
+#[test]
+fn one_transaction_paying_ether_and_a_token_to_two_invoices_pays_both() {
+    let s = Scenario::new(1);
+    let (token_order, token_payee) = s.order("10");
+    let (ether_order, ether_payee) = s.order_in("ETH", "25");
+    {
+        let mut chain = s.chain.lock().expect("chain");
+        // A contract call that sends 0.01 ETH to one invoice and 10 USDT to another.
+        chain.ether = vec![(5, json!({"hash": tx(9), "to": ether_payee, "value": hex(10_000_000_000_000_000)}))];
+        chain.logs = vec![transfer_log(&tx(9), 0, &token_payee, 10_000_000, 5)];
+        chain.receipts = vec![(tx(9), receipt(5))];
+    }
+    let report = s.watch();
+    assert_eq!((report.recorded, report.confirmed), (2, 2), "{report:?}");
+    assert_eq!(s.received(&ether_order), format!("{}=0.01:Confirmed", tx(9)));
+    assert_eq!(s.received(&token_order), format!("{}:{token_payee}=10:Confirmed", tx(9)));
+    assert_eq!((s.status(&ether_order), s.status(&token_order)), (OrderStatus::Paid, OrderStatus::Paid));
+}
+
+#[test]
+fn a_token_contract_corrected_in_the_settings_reads_the_blocks_left_out_while_it_was_wrong() {
+    let wrong = "0x00000000000000000000000000000000000000bb";
+    let s = Scenario::watching(1, wrong);
+    let (order, payee) = s.order("10");
+    let first = s.watch();
+    assert!(first.errors.iter().any(|e| e.contains("declares no decimals()")), "{first:?}");
+    // The customer pays with the real contract at block 550; the scan moves on past it.
+    {
+        let mut chain = s.chain.lock().expect("chain");
+        (chain.served, chain.claimed_tip) = (600, 600);
+        chain.logs = vec![transfer_log(&tx(10), 0, &payee, 10_000_000, 550)];
+        chain.receipts = vec![(tx(10), receipt(550))];
+    }
+    for _ in 0..4 {
+        s.watch();
+    }
+    assert_eq!(s.status(&order), OrderStatus::New);
+
+    // The operator corrects the contract and starts again.
+    let watch = s.shop.svc.config().ethereum_watch.clone().map(|mut watch| {
+        watch.tokens = vec![("USDT".into(), CONTRACT.into())];
+        watch
+    });
+    let mut config = common::config(Environment::Live, &s.shop.clock);
+    config.ethereum_watch = watch;
+    let corrected = coinorder::Service::open(common::db_path(&s.shop.dir), config).expect("reopen");
+    for _ in 0..4 {
+        let report = corrected.watch_chain_due().expect("watch");
+        assert!(report.errors.is_empty(), "{report:?}");
+    }
+    assert_eq!(corrected.order(&order.order.order_id).expect("order").order.status, OrderStatus::Paid);
 }

@@ -421,6 +421,10 @@ impl Service {
     /// Records a payment seen on chain as `payment_id`, unconfirmed, unless it is recorded
     /// already ([`Service::sighting_id`]); a refusal (say, the id recorded for another
     /// order) is reported, not fatal.
+    ///
+    /// An Ethereum transaction may pay several invoices (Ether and a token, or two tokens,
+    /// each to its own invoice): when its bare hash is recorded for another order already,
+    /// this one is `hash:recipient`, whatever was scanned first.
     fn record_sighting(
         &self,
         chain: &str,
@@ -428,11 +432,18 @@ impl Service {
         order_id: &str,
         payment_id: &str,
         amount: Decimal,
+        recipient: Option<&str>,
     ) -> Result<()> {
         if amount <= Decimal::ZERO {
             return Ok(());
         }
-        let Some(payment_id) = self.sighting_id(payment_id)? else { return Ok(()) };
+        let payment_id = match (recipient, self.payment(payment_id)) {
+            (Some(recipient), Ok(existing)) if existing.order_id != order_id && !payment_id.contains(':') => {
+                format!("{payment_id}:{recipient}")
+            }
+            _ => payment_id.to_string(),
+        };
+        let Some(payment_id) = self.sighting_id(&payment_id)? else { return Ok(()) };
         let payment_id = payment_id.as_str();
         match self.record_payment(order_id, payment_id, amount, false) {
             Ok(outcome) if !outcome.duplicate => report.recorded += 1,
@@ -569,7 +580,7 @@ impl Service {
                     }
                     continue;
                 }
-                self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount)?;
+                self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount, None)?;
             }
         }
         let mut failures_in_a_row = 0;
@@ -662,7 +673,7 @@ impl Service {
                 for transfer in block.transfers {
                     let Some(order_id) = eth.get(&transfer.to) else { continue };
                     let Some(amount) = units_to_decimal(transfer.wei, 18) else { continue };
-                    self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount)?;
+                    self.record_sighting("ethereum", report, order_id, &transfer.tx_hash, amount, Some(&transfer.to))?;
                 }
             }
         }
@@ -721,7 +732,7 @@ impl Service {
     ///
     /// A token that cannot be read (its `decimals()` unknown: a wrong contract in the
     /// settings, or one bad answer) is left out, and the block it was left out from is
-    /// kept in the database as its own cursor (`ethereum-token:<contract>`); once it
+    /// kept in the database as its own cursor (`ethereum-token:<coin>`); once it
     /// reads, its transfers from there on are read, a pass's worth of blocks at a time,
     /// until it has caught up. So its payments are found late rather than never, and Ether
     /// and the other tokens go on as usual meanwhile.
@@ -742,7 +753,9 @@ impl Service {
         for (coin, contract) in &watch.tokens {
             let Some(addresses) = open.get(coin.as_str()) else { continue };
             let contract = contract.to_ascii_lowercase();
-            let behind_cursor = format!("ethereum-token:{contract}");
+            // By coin, not contract: correcting a wrong contract in the settings must
+            // read the blocks left out while it was wrong.
+            let behind_cursor = format!("ethereum-token:{coin}");
             // A negative value is a token that has caught up.
             let behind = self
                 .store
@@ -817,7 +830,7 @@ impl Service {
                 true => format!("{tx_hash}:{to}"),
                 false => tx_hash.clone(),
             };
-            self.record_sighting("ethereum", report, order_id, &id, amount)?;
+            self.record_sighting("ethereum", report, order_id, &id, amount, Some(&to))?;
             previous_hash = Some(tx_hash);
         }
         Ok(())

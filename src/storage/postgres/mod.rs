@@ -330,7 +330,8 @@ impl PgStore {
                 // A connection lost while committing leaves the outcome unknown: not a
                 // busy error (a 503 says nothing was done: send it again), and never run
                 // again here, either of which could do it twice.
-                pooled.client.batch_execute("COMMIT").map_err(|error| match is_connection_lost(&error) {
+                // (A read wrote nothing: its lost connection is busy, as any other.)
+                pooled.client.batch_execute("COMMIT").map_err(|error| match writing && is_connection_lost(&error) {
                     true => Error::new(ErrorKind::Storage(StorageError::new(false, CommitOutcomeUnknown(error)))),
                     false => postgres_error(error),
                 })?;
