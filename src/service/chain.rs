@@ -263,6 +263,39 @@ fn served_tip<E>(
     Ok(served)
 }
 
+/// What came of one call about a payment or an address, judged by [`FailuresInARow`].
+enum Judged<T, E> {
+    /// The endpoint answered.
+    Answered(T),
+    /// It failed about this one: report it and go on with the next.
+    PassedOver(E),
+    /// It failed [`FOLLOW_UP_FAILURES_IN_A_ROW`] times in a row: the endpoint is failing.
+    EndpointFailing(E),
+}
+
+/// Counts an endpoint's failures in a row over one pass's calls about payments or
+/// addresses.
+#[derive(Default)]
+struct FailuresInARow(usize);
+
+impl FailuresInARow {
+    fn judge<T, E>(&mut self, outcome: std::result::Result<T, E>) -> Judged<T, E> {
+        match outcome {
+            Ok(answer) => {
+                self.0 = 0;
+                Judged::Answered(answer)
+            }
+            Err(error) => {
+                self.0 += 1;
+                match self.0 >= FOLLOW_UP_FAILURES_IN_A_ROW {
+                    true => Judged::EndpointFailing(error),
+                    false => Judged::PassedOver(error),
+                }
+            }
+        }
+    }
+}
+
 /// How many calls about payments or addresses in a row may fail before a pass gives up
 /// on the endpoint: one payment the endpoint answers badly about is reported and passed
 /// over, so it never holds up the others; an endpoint that answers nothing (each call
@@ -454,6 +487,15 @@ impl Service {
         Ok(())
     }
 
+    /// Passes over a payment whose follow-up call failed: reported naming it and its order
+    /// (so that an operator can find it), and followed, so the next pass goes on after it.
+    fn pass_over(&self, chain: &'static str, report: &mut ChainWatchReport, payment: &Payment, error: &str) {
+        report
+            .errors
+            .push(format!("{chain}: following up payment {} to order {}: {error}", payment.txid, payment.order_id));
+        self.chain_state.followed(chain, payment);
+    }
+
     /// Rejects a payment that vanished from the chain, marked so in the database for every
     /// process and after restarts ([`Service::sighting_id`]); only when this call rejects
     /// it: one the host rejected meanwhile stays the host's.
@@ -539,29 +581,27 @@ impl Service {
                 "the tip the API gives, block {tip}, is not a block it serves (GET /block-height/{tip} answered 404)"
             )));
         }
-        let mut failures_in_a_row = 0;
+        let mut failures = FailuresInARow::default();
         let mut discovery_failed = None;
         let invoices = self.watched(&["BTC"])?;
         let first = *self.chain_state.addresses_from.lock().unwrap_or_else(|p| p.into_inner()) % invoices.len().max(1);
         for at in (first..invoices.len()).chain(0..first) {
             let invoice = &invoices[at];
-            let payments = match client.payments_to(&invoice.address) {
-                Ok(payments) => payments,
-                // One address the API answers badly about is reported and passed over; an
-                // API that answers none (each request waiting out its timeout) ends the
-                // reading of addresses, and the next pass begins where this one stopped.
-                Err(error) => {
-                    failures_in_a_row += 1;
-                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
-                        *self.chain_state.addresses_from.lock().unwrap_or_else(|p| p.into_inner()) = at;
-                        discovery_failed = Some(error);
-                        break;
-                    }
+            // One address the API answers badly about is reported and passed over; an API
+            // that answers none (each request waiting out its timeout) ends the reading of
+            // addresses, and the next pass begins where this one stopped.
+            let payments = match failures.judge(client.payments_to(&invoice.address)) {
+                Judged::Answered(payments) => payments,
+                Judged::PassedOver(error) => {
                     report.errors.push(format!("bitcoin: {}: {error}", invoice.address));
                     continue;
                 }
+                Judged::EndpointFailing(error) => {
+                    *self.chain_state.addresses_from.lock().unwrap_or_else(|p| p.into_inner()) = at;
+                    discovery_failed = Some(error);
+                    break;
+                }
             };
-            failures_in_a_row = 0;
             for payment in payments {
                 let Some(amount) = sats_to_btc(payment.sats) else { continue };
                 let id = format!("{}:{}", payment.txid, payment.vout);
@@ -583,22 +623,16 @@ impl Service {
                 self.record_sighting("bitcoin", report, &invoice.order_id, &id, amount, None)?;
             }
         }
-        let mut failures_in_a_row = 0;
+        let mut failures = FailuresInARow::default();
         for payment in self.unconfirmed("bitcoin", &["BTC"], is_bitcoin_txid)? {
-            let txid = chain_txid(&payment.txid);
-            let status = match client.transaction_status(txid) {
-                Ok(status) => status,
-                Err(error) => {
-                    failures_in_a_row += 1;
-                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
-                        return Err(endpoint(error));
-                    }
-                    report.errors.push(follow_up_failure("bitcoin", &payment, &error.to_string()));
-                    self.chain_state.followed("bitcoin", &payment);
+            let status = match failures.judge(client.transaction_status(chain_txid(&payment.txid))) {
+                Judged::Answered(status) => status,
+                Judged::PassedOver(error) => {
+                    self.pass_over("bitcoin", report, &payment, &error.to_string());
                     continue;
                 }
+                Judged::EndpointFailing(error) => return Err(endpoint(error)),
             };
-            failures_in_a_row = 0;
             match status {
                 TransactionStatus::Missing => {
                     if self.chain_state.missing_again(&payment.txid, self.now())
@@ -683,22 +717,17 @@ impl Service {
             self.store.write(|db| db.set_chain_cursor(environment, "ethereum", stored))?;
         }
 
-        let mut failures_in_a_row = 0;
+        let mut failures = FailuresInARow::default();
         for payment in self.unconfirmed("ethereum", &coins, is_ethereum_hash)? {
             let hash = chain_txid(&payment.txid);
-            let receipt = match client.receipt(hash) {
-                Ok(receipt) => receipt,
-                Err(error) => {
-                    failures_in_a_row += 1;
-                    if failures_in_a_row >= FOLLOW_UP_FAILURES_IN_A_ROW {
-                        return Err(endpoint(error));
-                    }
-                    report.errors.push(follow_up_failure("ethereum", &payment, &error.to_string()));
-                    self.chain_state.followed("ethereum", &payment);
+            let receipt = match failures.judge(client.receipt(hash)) {
+                Judged::Answered(receipt) => receipt,
+                Judged::PassedOver(error) => {
+                    self.pass_over("ethereum", report, &payment, &error.to_string());
                     continue;
                 }
+                Judged::EndpointFailing(error) => return Err(endpoint(error)),
             };
-            failures_in_a_row = 0;
             match receipt {
                 Some(receipt) if !receipt.succeeded => {
                     // Reverted: mined, but it moved nothing.
@@ -856,12 +885,6 @@ fn distinct_logs(transfers: Vec<TokenTransfer>) -> Vec<TokenTransfer> {
         .filter(|transfer| block_of.get(&transfer.tx_hash).is_some_and(|(_, hash)| *hash == transfer.block_hash))
         .filter(|transfer| seen.insert((transfer.block_hash.clone(), transfer.log_index)))
         .collect()
-}
-
-/// The report line of a payment whose follow-up call failed: which payment, of which
-/// order, so that an operator can find it.
-fn follow_up_failure(chain: &str, payment: &Payment, error: &str) -> String {
-    format!("{chain}: following up payment {} to order {}: {error}", payment.txid, payment.order_id)
 }
 
 #[cfg(test)]
