@@ -684,13 +684,7 @@ impl Service {
         // after it, and sandbox addresses cost nothing, so they skip this read snapshot.)
         let host_addresses = self.config.address_source.is_some();
         if let (Some(merchant_order_id), true) = (&valid.merchant_order_id, host_addresses) {
-            let prior = self.store.read(|db| {
-                if !key_unchanged(db, key)? {
-                    return Ok(None);
-                }
-                Ok(Some(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
-            })?;
-            let Some(prior) = prior else {
+            let Some(prior) = self.prior_create(merchant, merchant_order_id, key)? else {
                 return Ok(None); // the key changed
             };
             if let Some(prior) = prior {
@@ -823,6 +817,22 @@ impl Service {
         Ok((rate, crypto_amount))
     }
 
+    /// The create stored under `merchant_order_id`, if any, read in one snapshot with the
+    /// check that the stored key is still exactly `key`; `None` when it is not.
+    fn prior_create(
+        &self,
+        merchant: &Merchant,
+        merchant_order_id: &str,
+        key: Option<&KeyCredential>,
+    ) -> Result<Option<Option<crate::storage::PriorCreate>>> {
+        self.store.read(|db| {
+            if !key_unchanged(db, key)? {
+                return Ok(None);
+            }
+            Ok(Some(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
+        })
+    }
+
     /// A create that today's rules refuse (`refused`) may still be the identical retry of
     /// one that was accepted: by an older version with looser rules (a quoted
     /// `customer_email`, a webhook host in a range refused since), or under a config that
@@ -840,13 +850,7 @@ impl Service {
         let Some(merchant_order_id) = request.merchant_order_id.as_deref() else {
             return Err(refused);
         };
-        let prior = self.store.read(|db| {
-            if !key_unchanged(db, key)? {
-                return Ok(None);
-            }
-            Ok(Some(db.prior_create(merchant.user_id, merchant.environment, merchant_order_id)?))
-        })?;
-        match prior {
+        match self.prior_create(merchant, merchant_order_id, key)? {
             None => Ok(None),
             Some(Some(prior)) if prior.request_hash == request.as_sent(&self.config).fingerprint() => {
                 self.replay(merchant, prior.create_response).map(Some)
