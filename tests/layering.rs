@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "error.rs",
             "money.rs",
             "time.rs",
+            "random.rs",
             "ids.rs",
             "signature.rs",
             "secrets.rs",
