@@ -56,7 +56,7 @@ def test_children_forked_after_the_parent_used_coinorder_make_ids_of_their_own(d
         with coinorder.Service.open(db_path, rate_limit=0) as own:
             created = own.create_order(own.authenticate(plain_key), currency="USD", amount=2)
             paid = own.simulate(created.order.order_id, "pay")
-            return f"{created.order.order_id} {created.order.merchant_order_id} {paid.order.status}"
+        return f"{created.order.order_id} {created.order.merchant_order_id} {paid.order.status}"
 
     reports = in_children(3, create)
     assert all(report.endswith(" PAID") for report in reports), reports
