@@ -315,6 +315,18 @@ fn a_server_that_says_no_is_a_configuration_error_and_one_out_of_reach_a_storage
     assert!(matches!(missing.kind(), coinorder::ErrorKind::Config(_)), "{missing:?}");
     assert!(missing.to_string().contains("does not exist"), "{missing}");
 
+    // The server answers, but for now: a database at its connection limit (53300, as a
+    // full server answers) is the storage, which opening again later may cure, not settings.
+    let full_db = format!("full_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&server, postgres::NoTls).expect("connect");
+    admin.batch_execute(&format!("CREATE DATABASE {full_db} CONNECTION LIMIT 0")).expect("create database");
+    let full = open_error(&format!("{base}/{full_db}"));
+    match full.kind() {
+        coinorder::ErrorKind::Storage(_) => {}
+        other => panic!("a full server is not a configuration error: {other:?}"),
+    }
+    assert!(full.to_string().contains("too many connections"), "{full}");
+
     // Nothing answers: the storage is down, which opening again later may cure.
     let down = open_error("postgres://coinorder:hunter2@127.0.0.1:1/nowhere");
     match down.kind() {
