@@ -28,7 +28,7 @@
  * or changes; `coinorder_abi_version()` returns it so a host can check at run time that
  * the library it loaded matches the header it was compiled with.
  */
-#define COINORDER_ABI_VERSION 6
+#define COINORDER_ABI_VERSION 7
 
 /**
  * `PARAMETERS_MISSING`
@@ -247,6 +247,28 @@ coinorder_status coinorder_handle_with_headers(const struct coinorder_service *s
                                                char **headers_json_out,
                                                char **body_out,
                                                struct coinorder_error **err);
+
+/**
+ * [`coinorder_handle_with_headers`] for a request from `client_address`, the address
+ * the request came from as text (`"203.0.113.7"`, `"2001:db8::1"`; NULL for unknown).
+ * With it, failed authentications are limited per address (a burst of 20, then 1 a
+ * second: `400 API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder serve` limits
+ * them; without it, they are not limited. Behind a reverse proxy, pass the customer's
+ * address (from the proxy's `X-Forwarded-For`), not the proxy's: with the proxy's, one
+ * client's bad keys would hold back every client. An address that does not parse is a
+ * `COINORDER_ERROR` with `PARAMETERS_MISSING` naming `client_address`.
+ */
+coinorder_status coinorder_handle_from(const struct coinorder_service *service,
+                                       const char *client_address,
+                                       const char *method,
+                                       const char *path_and_query,
+                                       const char *headers_json,
+                                       const uint8_t *body,
+                                       size_t body_len,
+                                       uint16_t *http_status_out,
+                                       char **headers_json_out,
+                                       char **body_out,
+                                       struct coinorder_error **err);
 
 /**
  * Creates an API key. `request_json`: `{"user_id":1,"webhook_url":null}`, optionally

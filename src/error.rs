@@ -187,6 +187,16 @@ impl Error {
         self.code().http_status()
     }
 
+    /// How many seconds the caller should wait before making the refused call again:
+    /// the key's rate limit, or a database busy past its timeout; `None` when waiting
+    /// would not help. The wire layer sends it as `Retry-After`.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self.kind() {
+            ErrorKind::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            _ => self.code().retry_after_secs(),
+        }
+    }
+
     /// True for failures of the service itself rather than of the request; their text
     /// is never shown to an HTTP client.
     pub fn is_internal(&self) -> bool {

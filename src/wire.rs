@@ -35,6 +35,9 @@ pub struct WireRequest {
     pub client: Option<std::net::IpAddr>,
 }
 
+/// Headers whose values are credentials, never shown by `Debug`.
+const CREDENTIAL_HEADERS: [&str; 5] = ["x-api-key", "authorization", "proxy-authorization", "cookie", "set-cookie"];
+
 impl std::fmt::Debug for WireRequest {
     // A request logged with `{:?}` must not show the API key (nor other credentials).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,10 +45,8 @@ impl std::fmt::Debug for WireRequest {
             .headers
             .iter()
             .map(|(name, value)| {
-                match name.eq_ignore_ascii_case("x-api-key") || name.eq_ignore_ascii_case("authorization") {
-                    true => (name.as_str(), "[redacted]"),
-                    false => (name.as_str(), value.as_str()),
-                }
+                let secret = CREDENTIAL_HEADERS.iter().any(|credential| name.eq_ignore_ascii_case(credential));
+                (name.as_str(), if secret { "[redacted]" } else { value.as_str() })
             })
             .collect();
         f.debug_struct("WireRequest")
@@ -164,11 +165,7 @@ impl WireResponse {
             body.insert("eror".into(), json!(message));
         }
         let mut response = WireResponse::json_body(status, Value::Object(body).to_string());
-        let retry_after = match error.kind() {
-            ErrorKind::RateLimited { retry_after_secs } => Some(*retry_after_secs),
-            _ => error.code().retry_after_secs(),
-        };
-        if let Some(seconds) = retry_after {
+        if let Some(seconds) = error.retry_after_secs() {
             // The spec's 400 says nothing about when to come back; without this, well-behaved
             // clients can only guess, and retry at once.
             response.headers.push(("retry-after".to_string(), seconds.to_string()));

@@ -1,22 +1,41 @@
 """coinorder's HTTP API (/v1/...) and hosted payment page (/pay) mounted in a Flask app."""
 
 import sys
+from urllib.parse import quote
 
-from flask import Flask, Response, request
+from flask import Flask, Request, Response, request
 
 import coinorder
+
+# Every method reaches coinorder, which answers the ones the API has not with its own
+# JSON 404, as `coinorder serve` does (Flask would answer 405 or OPTIONS in HTML).
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def request_target(req: Request) -> str:
+    """The path and query as the client sent them, still percent-encoded: an id holding
+    %2F or %3F stays one id. Flask's own `request.path` is decoded."""
+    raw = req.environ.get("RAW_URI") or req.environ.get("REQUEST_URI")  # gunicorn, werkzeug
+    if isinstance(raw, str) and raw.startswith("/"):
+        return raw
+    query = req.query_string.decode("latin-1")
+    return quote(req.path, safe="/:@!$&'()*+,;=-._~") + (f"?{query}" if query else "")
 
 
 def create_app(svc: coinorder.Service) -> Flask:
     app = Flask(__name__)
 
-    @app.route("/v1/<path:rest>", methods=["GET", "POST"])
-    @app.route("/pay", methods=["GET", "POST"], defaults={"rest": ""})
-    @app.route("/pay/<path:rest>", methods=["GET", "POST"])
-    def coinorder_api(rest: str) -> Response:
-        query = request.query_string.decode("latin-1")  # raw, still percent-encoded
-        path = request.path + (f"?{query}" if query else "")
-        answer = svc.handle(request.method, path, dict(request.headers), request.get_data())
+    @app.route("/v1", methods=METHODS, provide_automatic_options=False)
+    @app.route("/v1/<path:rest>", methods=METHODS, provide_automatic_options=False)
+    @app.route("/pay", methods=METHODS, provide_automatic_options=False)
+    @app.route("/pay/<path:rest>", methods=METHODS, provide_automatic_options=False)
+    def coinorder_api(rest: str = "") -> Response:
+        # request.headers, not dict(request.headers): a header sent twice stays twice.
+        # client: failed authentications are limited per address (behind a proxy, make
+        # remote_addr the customer's with werkzeug's ProxyFix).
+        answer = svc.handle(
+            request.method, request_target(request), request.headers, request.get_data(), client=request.remote_addr
+        )
         return Response(answer.body, status=answer.status, headers=answer.headers)
 
     return app

@@ -2,8 +2,9 @@
 
 import datetime
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from ipaddress import IPv4Address, IPv6Address
 from typing import Any, final
 
 from ._errors import OrderStatus
@@ -450,8 +451,9 @@ class Service:
         self,
         method: str,
         path: str,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         body: bytes | str | None = None,
+        client: str | IPv4Address | IPv6Address | None = None,
     ) -> Response: ...
 
 def verify_webhook(

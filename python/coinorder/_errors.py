@@ -32,21 +32,32 @@ __all__ = [
 
 
 class Error(Exception):
-    """A coinorder failure: ``error_code`` (the API's string), ``http_status``, ``message``."""
+    """A coinorder failure: ``error_code`` (the API's string), ``http_status``, ``message``,
+    and ``retry_after``: the seconds to wait before calling again when waiting helps (a
+    key over its rate limit, a database busy past its timeout; what the HTTP API sends as
+    ``Retry-After``), else ``None``."""
 
     error_code: str = "InternalServerError"
     http_status: int = 500
+    retry_after: int | None = None
 
-    def __init__(self, message: str, error_code: str | None = None, http_status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        error_code: str | None = None,
+        http_status: int | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if error_code is not None:
             self.error_code = error_code
         if http_status is not None:
             self.http_status = http_status
+        self.retry_after = retry_after
 
-    def __reduce__(self) -> tuple[type[Error], tuple[str, str, int]]:
-        return (type(self), (self.message, self.error_code, self.http_status))
+    def __reduce__(self) -> tuple[type[Error], tuple[str, str, int, int | None]]:
+        return (type(self), (self.message, self.error_code, self.http_status, self.retry_after))
 
 
 class ParametersMissing(Error):

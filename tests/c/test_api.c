@@ -366,7 +366,7 @@ static void test_version_and_abi(void) {
     CHECK_STR_EQ(version, EXPECTED_VERSION);
 #endif
     CHECK_INT_EQ(coinorder_abi_version(), COINORDER_ABI_VERSION);
-    CHECK_INT_EQ(COINORDER_ABI_VERSION, 6);
+    CHECK_INT_EQ(COINORDER_ABI_VERSION, 7);
 }
 
 static void test_null_is_fine_for_free_close_and_accessors(void) {
@@ -2298,6 +2298,59 @@ static void test_handle_with_headers(void) {
     fixture_close(&fx);
 }
 
+/* coinorder_handle_from: failed authentications are limited per client address. */
+static void test_handle_from(void) {
+    coinorder_error *err;
+    struct fixture fx;
+    REQUIRE(fixture_open(&fx, SANDBOX));
+    const char *bad = "{\"x-api-key\":\"test_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}";
+    uint16_t status = 0;
+    char *head = NULL;
+    char *out = NULL;
+    int unauthorized = 0, limited = 0;
+    for (int i = 0; i < 30; i++) {
+        head = NULL;
+        out = NULL;
+        EXPECT_OK(coinorder_handle_from(fx.svc, "203.0.113.7", "GET", "/v1/orders", bad, NULL, 0, &status, &head, &out,
+                                        &err));
+        if (status == 401) unauthorized++;
+        if (status == 400 && strstr(out, "API_LIMIT_EXCEEDED") && strstr(head, "\"retry-after\":\"")) limited++;
+        coinorder_string_free(head);
+        coinorder_string_free(out);
+    }
+    CHECK(unauthorized >= 20 && unauthorized < 30);
+    CHECK_INT_EQ(unauthorized + limited, 30);
+
+    /* Another address, and no address at all, are not held back by that one's failures. */
+    char headers[256];
+    snprintf(headers, sizeof headers, "{\"x-api-key\":\"%s\"}", fx.key);
+    head = NULL;
+    out = NULL;
+    EXPECT_OK(coinorder_handle_from(fx.svc, "2001:db8::1", "GET", "/v1/orders", headers, NULL, 0, &status, &head, &out,
+                                    &err));
+    CHECK_INT_EQ(status, 200);
+    coinorder_string_free(head);
+    coinorder_string_free(out);
+    head = NULL;
+    out = NULL;
+    EXPECT_OK(coinorder_handle_from(fx.svc, NULL, "GET", "/v1/orders", bad, NULL, 0, &status, &head, &out, &err));
+    CHECK_INT_EQ(status, 401);
+    coinorder_string_free(head);
+    coinorder_string_free(out);
+
+    head = NULL;
+    out = NULL;
+    EXPECT_ERROR_HAS(coinorder_handle_from(fx.svc, "203.0.113.7:80", "GET", "/v1/orders", headers, NULL, 0, &status,
+                                           &head, &out, &err),
+                     "PARAMETERS_MISSING", COINORDER_ERROR_PARAMETERS_MISSING, 400,
+                     "client_address: must be an IP address");
+    CHECK(head == NULL && out == NULL);
+    EXPECT_BAD_UTF8(coinorder_handle_from(fx.svc, BAD_UTF8, "GET", "/v1/orders", headers, NULL, 0, &status, &head,
+                                          &out, &err),
+                    "client_address");
+    fixture_close(&fx);
+}
+
 static void test_handle(void) {
     coinorder_error *err;
     struct fixture fx;
@@ -2640,6 +2693,7 @@ int main(void) {
         {"signature_verify (Standard Webhooks test vector)", test_signature_verify},
         {"handle (201/200/400/401/404, headers)", test_handle},
         {"handle_with_headers (content-type, retry-after; a header sent twice)", test_handle_with_headers},
+        {"handle_from (failed authentications limited per client address)", test_handle_from},
         {"err NULL still returns the status", test_err_null_still_returns_status},
         {"errors are independent objects", test_errors_are_independent_objects},
     };

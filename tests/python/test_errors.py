@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import pickle
 import time
 import uuid
 from collections.abc import Callable
@@ -75,6 +76,13 @@ def test_api_limit_exceeded_for_the_rate_limit(tmp_path: Path) -> None:
         with pytest.raises(coinorder.ApiLimitExceeded) as caught:
             svc.authenticate(key)
         check(caught.value, coinorder.ApiLimitExceeded)
+        # What the HTTP API sends as Retry-After, for a host that answers it itself.
+        assert caught.value.retry_after == 1
+        again = pickle.loads(pickle.dumps(caught.value))
+        assert (type(again), again.message, again.retry_after) == (coinorder.ApiLimitExceeded, caught.value.message, 1)
+        with pytest.raises(coinorder.ParametersMissing) as refused:
+            svc.create_key(-1)
+        assert refused.value.retry_after is None
 
 
 def test_service_unavailable_while_another_process_holds_the_write_lock(
@@ -88,6 +96,7 @@ def test_service_unavailable_while_another_process_holds_the_write_lock(
             with pytest.raises(coinorder.ServiceUnavailable) as caught:
                 svc.create_order(merchant, currency="USD", amount=1)
             check(caught.value, coinorder.ServiceUnavailable)
+            assert caught.value.retry_after == 1
             # Reads go on while the lock is held.
             assert svc.list_orders(merchant).orders == []
         svc.create_order(merchant, currency="USD", amount=1)

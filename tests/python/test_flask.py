@@ -86,6 +86,32 @@ def test_errors_come_back_as_the_api_answers_them(client: FlaskClient, created_k
     assert (nowhere.status_code, nowhere.get_json()["error_code"]) == (404, "Not Found")
     wrong_method = client.post("/v1/orders/00000000-0000-4000-8000-000000000000", headers=auth)
     assert wrong_method.status_code == 404
+    # Methods and paths Flask would answer itself (405, OPTIONS, its HTML 404) get the
+    # API's JSON 404, as from `coinorder serve`.
+    for method in ("PUT", "PATCH", "DELETE", "OPTIONS"):
+        answer = client.open("/v1/orders", method=method, headers=auth)
+        assert (answer.status_code, answer.get_json()["error_code"]) == (404, "Not Found"), method
+    assert client.get("/v1", headers=auth).get_json()["error_code"] == "Not Found"
+
+
+def test_the_path_reaches_the_api_still_percent_encoded(
+    svc: coinorder.Service, client: FlaskClient, created_key: coinorder.CreatedKey, merchant: coinorder.Merchant
+) -> None:
+    auth = {"x-api-key": created_key.plain_key}
+    order_id = svc.create_order(merchant, currency="USD", amount=1).order.order_id
+    # A decoded %3F would start a query, and %2F would reach another route.
+    assert client.get("/v1/orders%3Fstatus=PAID", headers=auth).status_code == 404
+    escaped = client.post(f"/v1/orders/{order_id}%2Fsimulate", headers=auth, json={"action": "cancel"})
+    assert escaped.status_code in (400, 404)
+    assert svc.get_order(merchant, order_id).order.status == "NEW"
+
+
+def test_failed_authentications_are_limited_per_client(client: FlaskClient) -> None:
+    bad = {"x-api-key": "test_" + "x" * 40}
+    statuses = [client.get("/v1/orders", headers=bad).status_code for _ in range(30)]
+    assert statuses[:20] == [401] * 20 and 400 in statuses[20:]
+    elsewhere = client.get("/v1/orders", headers=bad, environ_base={"REMOTE_ADDR": "203.0.113.9"})
+    assert elsewhere.status_code == 401
 
 
 def test_the_payment_page(svc: coinorder.Service, client: FlaskClient, merchant: coinorder.Merchant) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from decimal import Decimal
 
@@ -64,11 +65,38 @@ def test_handle_on_a_live_service_has_no_simulate(db_path: str) -> None:
         assert response.status == 404
 
 
-def test_headers_must_be_a_mapping(svc: coinorder.Service) -> None:
+def test_headers_are_a_mapping_or_pairs_and_a_bad_entry_is_named(
+    svc: coinorder.Service, created_key: coinorder.CreatedKey
+) -> None:
+    assert svc.handle("GET", "/v1/orders", [("x-api-key", created_key.plain_key)]).status == 200
+    # A name sent twice reaches the API twice (werkzeug's and Starlette's headers list
+    # both in items(), as pairs do), and two keys are refused as over HTTP.
+    twice = svc.handle("GET", "/v1/orders", [("x-api-key", created_key.plain_key), ("X-Api-Key", "test_other")])
+    assert (twice.status, twice.json()["error"]) == (400, "x-api-key: sent more than once")
     with pytest.raises(TypeError, match="headers: must be a mapping"):
-        svc.handle("GET", "/v1/orders", [("x-api-key", "test_x")])  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="headers: must be a mapping"):
+        svc.handle("GET", "/v1/orders", "x-api-key: test_x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="headers: every name and value must be a str; got .*'x-api-key', 1"):
         svc.handle("GET", "/v1/orders", {"x-api-key": 1})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="wsgi.version"):  # Django's request.META, say
+        svc.handle("GET", "/v1/orders", {"wsgi.version": (1, 0)})  # type: ignore[dict-item]
+
+
+def test_failed_authentications_are_limited_per_client_address(
+    svc: coinorder.Service, created_key: coinorder.CreatedKey
+) -> None:
+    bad = {"x-api-key": "test_" + "x" * 40}
+    # Without the client's address nothing can be counted against it.
+    assert {svc.handle("GET", "/v1/orders", bad).status for _ in range(40)} == {401}
+    answers = [svc.handle("GET", "/v1/orders", bad, client="203.0.113.7") for _ in range(40)]
+    limited = [a for a in answers if a.status == 400]
+    assert [a.status for a in answers[:20]] == [401] * 20  # the burst
+    assert limited and limited[0].json()["error_code"] == "API_LIMIT_EXCEEDED"
+    assert limited[0].headers["retry-after"] == "1"
+    # Another address is not held back by that one's failures.
+    good = {"x-api-key": created_key.plain_key}
+    assert svc.handle("GET", "/v1/orders", good, client=ipaddress.ip_address("2001:db8::1")).status == 200
+    with pytest.raises(ValueError, match="client: must be an IP address"):
+        svc.handle("GET", "/v1/orders", good, client="203.0.113.7:5000")
 
 
 def test_response_is_immutable(svc: coinorder.Service) -> None:

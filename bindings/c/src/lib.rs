@@ -31,7 +31,7 @@ pub use ffi::{coinorder_error, coinorder_status};
 /// The version of the C ABI this library implements. It grows when a function is added
 /// or changes; `coinorder_abi_version()` returns it so a host can check at run time that
 /// the library it loaded matches the header it was compiled with.
-pub const COINORDER_ABI_VERSION: u32 = 6;
+pub const COINORDER_ABI_VERSION: u32 = 7;
 
 /// NUL-terminated version of the library, e.g. `"0.1.0"`.
 const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn coinorder_handle(
     err: *mut *mut coinorder_error,
 ) -> coinorder_status {
     let request = HandleArgs { service, method, path_and_query, headers_json, body, body_len };
-    handle_into(request, http_status_out, None, body_out, err)
+    handle_into(request, None, http_status_out, None, body_out, err)
 }
 
 /// [`coinorder_handle`], and the response's headers: `*headers_json_out` gets them as a
@@ -195,7 +195,33 @@ pub unsafe extern "C" fn coinorder_handle_with_headers(
     err: *mut *mut coinorder_error,
 ) -> coinorder_status {
     let request = HandleArgs { service, method, path_and_query, headers_json, body, body_len };
-    handle_into(request, http_status_out, Some(headers_json_out), body_out, err)
+    handle_into(request, None, http_status_out, Some(headers_json_out), body_out, err)
+}
+
+/// [`coinorder_handle_with_headers`] for a request from `client_address`, the address
+/// the request came from as text (`"203.0.113.7"`, `"2001:db8::1"`; NULL for unknown).
+/// With it, failed authentications are limited per address (a burst of 20, then 1 a
+/// second: `400 API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder serve` limits
+/// them; without it, they are not limited. Behind a reverse proxy, pass the customer's
+/// address (from the proxy's `X-Forwarded-For`), not the proxy's: with the proxy's, one
+/// client's bad keys would hold back every client. An address that does not parse is a
+/// `COINORDER_ERROR` with `PARAMETERS_MISSING` naming `client_address`.
+#[no_mangle]
+pub unsafe extern "C" fn coinorder_handle_from(
+    service: *const coinorder_service,
+    client_address: *const c_char,
+    method: *const c_char,
+    path_and_query: *const c_char,
+    headers_json: *const c_char,
+    body: *const u8,
+    body_len: usize,
+    http_status_out: *mut u16,
+    headers_json_out: *mut *mut c_char,
+    body_out: *mut *mut c_char,
+    err: *mut *mut coinorder_error,
+) -> coinorder_status {
+    let request = HandleArgs { service, method, path_and_query, headers_json, body, body_len };
+    handle_into(request, Some(client_address), http_status_out, Some(headers_json_out), body_out, err)
 }
 
 /// The request arguments of [`coinorder_handle`], borrowed as the caller passed them.
@@ -208,13 +234,15 @@ struct HandleArgs {
     body_len: usize,
 }
 
-/// [`coinorder_handle_with_headers`], the headers written only when `headers_json_out`
-/// is given (`None` for [`coinorder_handle`]).
+/// [`coinorder_handle_from`], the headers written only when `headers_json_out` is given
+/// (`None` for [`coinorder_handle`]) and the client's address read only when
+/// `client_address` is (`None` for the two without it).
 ///
 /// # Safety
-/// As [`coinorder_handle_with_headers`]'s arguments.
+/// As [`coinorder_handle_from`]'s arguments.
 unsafe fn handle_into(
     args: HandleArgs,
+    client_address: Option<*const c_char>,
     http_status_out: *mut u16,
     headers_json_out: Option<*mut *mut c_char>,
     body_out: *mut *mut c_char,
@@ -235,6 +263,13 @@ unsafe fn handle_into(
                     .ok_or_else(|| CallError::invalid_json("headers_json", "must be a JSON object of strings"))?;
                 request = request.header(&name, value);
             }
+        }
+        if let Some(address) = client_address.map(|address| opt_text(address, "client_address")).transpose()?.flatten()
+        {
+            let address = address.trim().parse().map_err(|_| {
+                coinorder::Error::invalid("client_address", "must be an IP address (203.0.113.7, 2001:db8::1) or NULL")
+            })?;
+            request = request.client(address);
         }
         let response = service.handle(&request.body(bytes(args.body, args.body_len, "body")?));
         let headers: serde_json::Map<String, Value> =

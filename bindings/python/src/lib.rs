@@ -38,9 +38,10 @@ fn to_py_err(py: Python<'_>, error: &coinorder::Error) -> PyErr {
         coinorder::ErrorCode::EventNotFound => "EventNotFound",
         _ => "InternalError",
     };
-    let raised = py
-        .import("coinorder._errors")
-        .and_then(|errors| errors.getattr(class)?.call1((error.to_string(), code.as_str(), code.http_status())));
+    let raised = py.import("coinorder._errors").and_then(|errors| {
+        let args = (error.to_string(), code.as_str(), code.http_status(), error.retry_after_secs());
+        errors.getattr(class)?.call1(args)
+    });
     match raised {
         Ok(instance) => PyErr::from_value(instance),
         Err(import_failed) => import_failed,
@@ -1390,7 +1391,11 @@ impl Service {
     // ----- the HTTP API -----
 
     /// The spec's HTTP API: mount it in any Python web framework.
-    #[pyo3(signature = (method, path, headers = None, body = None))]
+    ///
+    /// `client` is the address the request came from (`request.remote_addr` in Flask,
+    /// `request.client.host` in Starlette): with it, failed authentications are limited
+    /// per address, as `serve` limits them; without it, they are not limited.
+    #[pyo3(signature = (method, path, headers = None, body = None, client = None))]
     fn handle(
         &self,
         py: Python<'_>,
@@ -1398,12 +1403,16 @@ impl Service {
         path: &str,
         headers: Option<&Bound<'_, PyAny>>,
         body: Option<&Bound<'_, PyAny>>,
+        client: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Response> {
         let mut request = WireRequest::new(method, path);
         for (name, value) in header_items(headers)? {
             request = request.header(&name, &value);
         }
         request = request.body(body_arg(body)?);
+        if let Some(client) = client_arg(client)? {
+            request = request.client(client);
+        }
         let core = self.core()?;
         let response = py.detach(move || core.handle(&request));
         let headers = PyDict::new(py);
@@ -1418,23 +1427,55 @@ impl Service {
     }
 }
 
-/// The `(name, value)` pairs of a headers argument: a mapping of `str` to `str`, or
-/// `None` for none. Anything else is a `TypeError` naming `headers`.
+/// The `(name, value)` pairs of a headers argument: a mapping of `str` to `str` (whose
+/// `items()` may list a name more than once, as werkzeug's and Starlette's headers do),
+/// a sequence of `(name, value)` pairs, or `None` for none. Anything else is a
+/// `TypeError` naming `headers` and, for a bad entry, the entry.
 fn header_items(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
     let Some(headers) = headers.filter(|h| !h.is_none()) else {
         return Ok(Vec::new());
     };
-    let not_a_mapping = |_| PyTypeError::new_err("headers: must be a mapping of header names to values");
-    headers
-        .call_method0("items")
-        .map_err(not_a_mapping)?
-        .try_iter()
-        .map_err(not_a_mapping)?
-        .map(|item| item.and_then(|item| item.extract::<(String, String)>()).map_err(not_a_mapping))
+    let not_headers = |_: PyErr| {
+        PyTypeError::new_err(
+            "headers: must be a mapping of header names to values, or a sequence of (name, value) pairs",
+        )
+    };
+    let entries = match headers.call_method0("items") {
+        Ok(items) => items.try_iter().map_err(not_headers)?,
+        Err(no_items) if headers.is_instance_of::<PyString>() || headers.is_instance_of::<PyBytes>() => {
+            return Err(not_headers(no_items));
+        }
+        Err(_) => headers.try_iter().map_err(not_headers)?,
+    };
+    entries
+        .map(|entry| {
+            let entry = entry?;
+            entry.extract::<(String, String)>().map_err(|_| {
+                let shown = entry.repr().map(|r| r.to_string()).unwrap_or_default();
+                let shown: String = shown.chars().take(80).collect();
+                PyTypeError::new_err(format!(
+                    "headers: every name and value must be a str; got {shown} (Django's request.META holds \
+                     more than headers: pass request.headers)"
+                ))
+            })
+        })
         .collect()
 }
 
-/// A request or webhook body: bytes, str (sent as UTF-8) or None.
+/// The `client` argument of `handle`: an IP address as text (`"203.0.113.7"`,
+/// `"2001:db8::1"`), an `ipaddress` object, or `None`.
+fn client_arg(client: Option<&Bound<'_, PyAny>>) -> PyResult<Option<std::net::IpAddr>> {
+    let Some(client) = client.filter(|c| !c.is_none()) else {
+        return Ok(None);
+    };
+    let text =
+        if client.is_instance_of::<PyString>() { client.extract::<String>()? } else { client.str()?.to_string() };
+    text.trim().parse().map(Some).map_err(|_| {
+        let shown: String = text.chars().take(60).collect();
+        PyValueError::new_err(format!("client: must be an IP address, got {shown:?}"))
+    })
+}
+
 fn body_arg(body: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
     match body {
         None => Ok(Vec::new()),
