@@ -86,7 +86,7 @@ impl fmt::Display for OrderStatus {
 }
 
 /// A Create Order request (spec §2.1), with the amount already an exact decimal.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct CreateOrder {
     /// The merchant's own unique reference; generated (`ord_` + 24 base62) when absent.
     pub merchant_order_id: Option<String>,
@@ -113,7 +113,7 @@ pub struct CreateOrder {
 }
 
 /// A Create Order request that passed every rule, normalized.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ValidOrder {
     pub merchant_order_id: Option<String>,
     pub currency: String,
@@ -398,6 +398,38 @@ pub struct Order {
     pub marked_paid: bool,
 }
 
+impl fmt::Debug for CreateOrder {
+    // The webhook URL may carry credentials, as on `Order`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreateOrder")
+            .field("merchant_order_id", &self.merchant_order_id)
+            .field("currency", &self.currency)
+            .field("amount", &self.amount)
+            .field("title", &self.title)
+            .field("description", &self.description)
+            .field("callback_url", &self.callback_url)
+            .field("webhook_url", &ShownUrl(&self.webhook_url))
+            .field("success_url", &self.success_url)
+            .field("cancel_url", &self.cancel_url)
+            .field("customer_email", &self.customer_email)
+            .field("pay_currency", &self.pay_currency)
+            .finish()
+    }
+}
+
+impl fmt::Debug for CreatedOrder {
+    // The stored 201 body holds the webhook URL as sent, credentials included; the
+    // order shows it redacted.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreatedOrder")
+            .field("order", &self.order)
+            .field("payment_url", &self.payment_url)
+            .field("replayed", &self.replayed)
+            .field("response_body", &format_args!("<{} bytes>", self.response_body.len()))
+            .finish()
+    }
+}
+
 impl fmt::Debug for Order {
     // The webhook URL may carry credentials (`https://user:pass@…`, `?token=…`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -473,7 +505,7 @@ pub struct OrderWithInvoice {
 }
 
 /// The result of Create Order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct CreatedOrder {
     /// The order and its invoice, as they are now: on a replay, in whatever state the
     /// order has reached since it was created.

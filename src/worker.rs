@@ -33,6 +33,7 @@ struct Stats {
     runs: u64,
     failures: u64,
     last_error: Option<String>,
+    last_error_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -94,10 +95,14 @@ thread_local! {
 /// worker.stop();
 /// # Ok(()) }
 /// ```
+#[must_use = "the worker stops when this is dropped"]
 pub struct Worker {
     name: String,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// A second thread started, woken, stopped and counted with this one (the delivery
+    /// worker's e-mails, so that a slow mail server never holds up a webhook).
+    companion: Option<Box<Worker>>,
 }
 
 impl fmt::Debug for Worker {
@@ -106,6 +111,7 @@ impl fmt::Debug for Worker {
             .field("name", &self.name)
             .field("running", &self.is_running())
             .field("stats", &*lock(&self.shared.stats))
+            .field("companion", &self.companion)
             .finish()
     }
 }
@@ -149,7 +155,7 @@ impl Worker {
                 run(&shared, interval, task)
             })?
         };
-        Ok(Worker { name, shared, thread: Some(thread) })
+        Ok(Worker { name, shared, thread: Some(thread), companion: None })
     }
 
     /// The thread's name.
@@ -162,6 +168,9 @@ impl Worker {
     pub fn wake(&self) {
         lock(&self.shared.control).wake = true;
         self.shared.signal.notify_all();
+        if let Some(companion) = &self.companion {
+            companion.wake();
+        }
     }
 
     /// Stops the worker: the thread ends as soon as the run in progress (if any) returns,
@@ -179,26 +188,44 @@ impl Worker {
                 let _ = thread.join();
             }
         }
+        if let Some(companion) = &mut self.companion {
+            companion.stop();
+        }
     }
 
     /// True until the worker is stopped (or its thread ended).
     pub fn is_running(&self) -> bool {
         self.thread.as_ref().is_some_and(|thread| !thread.is_finished())
+            || self.companion.as_ref().is_some_and(|companion| companion.is_running())
     }
 
-    /// How many runs have finished, successful or not.
+    /// How many runs have finished, successful or not (on both threads of a worker that
+    /// has two).
     pub fn runs(&self) -> u64 {
-        lock(&self.shared.stats).runs
+        lock(&self.shared.stats).runs + self.companion.as_ref().map_or(0, |companion| companion.runs())
     }
 
     /// How many runs returned an error or panicked.
     pub fn failures(&self) -> u64 {
-        lock(&self.shared.stats).failures
+        lock(&self.shared.stats).failures + self.companion.as_ref().map_or(0, |companion| companion.failures())
     }
 
     /// The message of the most recent failed run, if any run failed.
     pub fn last_error(&self) -> Option<String> {
-        lock(&self.shared.stats).last_error.clone()
+        self.last_failure().map(|(_, message)| message)
+    }
+
+    /// The most recent failed run of this worker or its companion: when, and its message.
+    fn last_failure(&self) -> Option<(Instant, String)> {
+        let own = {
+            let stats = lock(&self.shared.stats);
+            stats.last_error_at.zip(stats.last_error.clone())
+        };
+        let companion = self.companion.as_ref().and_then(|companion| companion.last_failure());
+        match (own, companion) {
+            (Some(own), Some(companion)) => Some(if companion.0 > own.0 { companion } else { own }),
+            (own, companion) => own.or(companion),
+        }
     }
 }
 
@@ -229,6 +256,7 @@ where
             if let Some(message) = failure {
                 stats.failures += 1;
                 stats.last_error = Some(message);
+                stats.last_error_at = Some(Instant::now());
             }
         }
         if !wait(shared, sooner.map_or(interval, |pause| pause.clamp(MIN_INTERVAL, interval))) {
@@ -282,6 +310,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// exist, it reports nothing running and stopping it does nothing (joining threads of
 /// another process would fail).
 #[derive(Debug)]
+#[must_use = "the workers stop when this is dropped"]
 pub struct ServiceWorkers {
     started_by: u32,
     workers: Vec<Worker>,
@@ -370,25 +399,31 @@ impl Service {
         })
     }
 
-    /// Starts a background [`Worker`] (thread `coinorder-delivery`) that sends what is
-    /// due from the outbox: each run calls [`Service::deliver_due`]`(batch)` and
-    /// [`Service::send_due_emails`]`(batch)`, and repeats at once, for each of the two,
-    /// while it came back with a full batch (a backlog drains without waiting
+    /// Starts a background [`Worker`] that sends what is due from the outbox, on two
+    /// threads: `coinorder-delivery` calls [`Service::deliver_due`]`(batch)` and
+    /// `coinorder-email` [`Service::send_due_emails`]`(batch)`, so that a mail server
+    /// slow to answer never holds up a webhook, nor a receiver an e-mail. Each repeats at
+    /// once while it came back with a full batch (a backlog drains without waiting
     /// `interval` between batches); then it waits `interval` (measured from the end of
-    /// the run) before looking again. `coinorder serve` runs it every second with a batch
-    /// of 100.
+    /// the run) before looking again. The two are started, woken, stopped and counted
+    /// together as the one worker returned. `coinorder serve` runs it every second with
+    /// a batch of 100.
     ///
     /// Without [`crate::Config::smtp`] e-mails stay pending and only webhooks go out.
     /// Retries follow [`crate::Config::retry_schedule`]; an attempt that fails is not
     /// picked up again before its next attempt is due, so a receiver that is down is not
     /// hammered, and when that is sooner than `interval` the worker wakes for it then, so
-    /// a retry due 5 s after a failure goes out at 5 s rather than up to an interval later. A run that fails (e.g. the database busy past its timeout) is counted on
+    /// a retry due 5 s after a failure goes out at 5 s rather than up to an interval
+    /// later. A run that fails (e.g. the database busy past its timeout) is counted on
     /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
-    /// `e-mails`) and retried at the next tick; it never stops the worker. [`Worker::stop`]
-    /// waits only for the webhooks already leased (at most two per sender: one being sent,
-    /// one next) or the e-mail in progress, not for the rest of a backlog: for receivers
-    /// that hang, at most two webhook timeouts. A receiver slow to answer holds up only the sender waiting on it: the
-    /// other senders go on with the events behind it. A `batch` of 0 counts as 1.
+    /// `e-mails`) and retried at the next tick; it never stops the worker.
+    /// [`Worker::stop`] waits only for the webhooks already leased (at most two per
+    /// sender: one being sent, one next) and the e-mail in progress, not for the rest of
+    /// a backlog: for receivers that hang, at most two webhook timeouts. A receiver slow
+    /// to answer holds up only the sender waiting on it: the other
+    /// [`crate::Config::delivery_concurrency`] senders go on with the events behind it
+    /// (while it has fewer events in flight than there are senders). A `batch` of 0
+    /// counts as 1.
     ///
     /// Several workers, in one process or several, may run over the same database: events
     /// and e-mails are leased, so no attempt is made twice at once.
@@ -413,61 +448,47 @@ impl Service {
     /// # Ok(()) }
     /// ```
     pub fn start_delivery_worker(self: &Arc<Self>, interval: Duration, batch: usize) -> std::io::Result<Worker> {
-        let service = Arc::clone(self);
         let batch = batch.max(1);
-        Worker::spawn_with_stop("coinorder-delivery".to_string(), interval, move |stop| {
-            move || service.deliver_backlog(batch, &stop)
-        })
-    }
-
-    /// One run of the delivery worker: webhooks and e-mails, each repeated while a full
-    /// batch went out, until both are drained or the worker is stopped. Returns how soon
-    /// the next message comes due, if sooner than the worker's interval: a retry
-    /// scheduled 5 s after a failure then goes out at 5 s, not up to an interval later.
-    fn deliver_backlog(&self, batch: usize, stop: &StopRequested) -> Result<Option<Duration>, String> {
-        let (mut webhooks, mut emails) = (true, true);
-        let mut errors = Vec::new();
-        while (webhooks || emails) && !stop.get() {
-            if webhooks {
-                webhooks = match self.deliver_due_unless(batch, &|| stop.get()) {
-                    Ok(report) => report.attempted >= batch,
-                    Err(error) => {
-                        errors.push(format!("webhooks: {error}"));
-                        false
-                    }
-                };
-            }
-            if emails && !stop.get() {
-                emails = match self.send_due_emails_unless(batch, &|| stop.get()) {
-                    Ok(report) => report.attempted >= batch,
-                    Err(error) => {
-                        errors.push(format!("e-mails: {error}"));
-                        false
-                    }
-                };
-            }
-        }
-        if errors.is_empty() {
-            Ok(self.until_next_due())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-
-    /// How long until the earliest webhook or e-mail waiting for a later attempt comes
-    /// due; `None` when none waits (or the read failed: the worker's interval then holds).
-    fn until_next_due(&self) -> Option<Duration> {
-        let now = self.now();
-        let due = self
-            .store
-            .read(|db| {
-                [Outbox::Webhooks, Outbox::Emails]
-                    .into_iter()
-                    .map(|outbox| db.next_due_after(outbox, self.environment(), now))
-                    .collect::<crate::Result<Vec<_>>>()
+        let start = |name: &str, outbox: Outbox| {
+            let service = Arc::clone(self);
+            Worker::spawn_with_stop(name.to_string(), interval, move |stop| {
+                move || service.drain_outbox(outbox, batch, &stop)
             })
-            .ok()?;
-        let next = due.into_iter().flatten().min()?;
+        };
+        let emails = start("coinorder-email", Outbox::Emails)?;
+        let mut webhooks = start("coinorder-delivery", Outbox::Webhooks)?;
+        webhooks.companion = Some(Box::new(emails));
+        Ok(webhooks)
+    }
+
+    /// One run of a delivery thread: sends what is due from `outbox`, repeated while a
+    /// full batch went out, until it is drained or the worker is stopped. Returns how
+    /// soon its next message comes due, if sooner than the worker's interval: a retry
+    /// scheduled 5 s after a failure then goes out at 5 s, not up to an interval later.
+    fn drain_outbox(&self, outbox: Outbox, batch: usize, stop: &StopRequested) -> Result<Option<Duration>, String> {
+        let stopped = || stop.get();
+        while !stop.get() {
+            let attempted = match outbox {
+                Outbox::Webhooks => self.deliver_due_unless(batch, &stopped).map(|report| report.attempted),
+                Outbox::Emails => self.send_due_emails_unless(batch, &stopped).map(|report| report.attempted),
+            };
+            match attempted {
+                Ok(attempted) if attempted >= batch => {}
+                Ok(_) => break,
+                Err(error) => {
+                    let what = if outbox == Outbox::Webhooks { "webhooks" } else { "e-mails" };
+                    return Err(format!("{what}: {error}"));
+                }
+            }
+        }
+        Ok(self.until_next_due(outbox))
+    }
+
+    /// How long until the earliest message of `outbox` waiting for a later attempt comes
+    /// due; `None` when none waits (or the read failed: the worker's interval then holds).
+    fn until_next_due(&self, outbox: Outbox) -> Option<Duration> {
+        let now = self.now();
+        let next = self.store.read(|db| db.next_due_after(outbox, self.environment(), now)).ok()??;
         u64::try_from(next.as_millis() - now.as_millis()).ok().map(Duration::from_millis)
     }
 }

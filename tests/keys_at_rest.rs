@@ -177,9 +177,17 @@ fn debug_output_hides_a_webhook_urls_credentials_and_a_requests_key() {
         webhook_url: Some(url.to_string()),
         ..Default::default()
     };
-    let order = svc.create_order(&merchant, &order).expect("create order").order.order;
-    let request = coinorder::WireRequest::new("GET", "/v1/orders").header("X-Api-Key", created.plain_key.expose());
+    let request_made = format!("{order:?}");
+    let created_order = svc.create_order(&merchant, &order).expect("create order");
+    let created_order_shown = format!("{created_order:?}");
+    let order = created_order.order.order;
+    let request = coinorder::WireRequest::new("GET", "/v1/orders")
+        .header("X-Api-Key", created.plain_key.expose())
+        .header("Cookie", "session=CookieSecret1")
+        .header("Proxy-Authorization", "Basic ProxySecret1");
     let renderings = [
+        ("CreateOrder", request_made),
+        ("CreatedOrder", created_order_shown),
         ("NewApiKey", format!("{new:?}")),
         ("CreatedApiKey", format!("{created:#?}")),
         ("ApiKey", format!("{:?}", created.key)),
@@ -187,7 +195,7 @@ fn debug_output_hides_a_webhook_urls_credentials_and_a_requests_key() {
         ("WireRequest", format!("{request:?}")),
     ];
     for (what, rendered) in renderings {
-        for secret in ["HookPassw0rd", "HookToken123", created.plain_key.expose()] {
+        for secret in ["HookPassw0rd", "HookToken123", "CookieSecret1", "ProxySecret1", created.plain_key.expose()] {
             assert!(!rendered.contains(secret), "Debug of {what} shows {secret}: {rendered}");
         }
     }

@@ -943,3 +943,96 @@ fn a_follower_from_a_later_time_returns_nothing_made_before_it() {
     let ids: Vec<String> = follower.poll(&env.svc).expect("poll").into_iter().map(|e| e.event_id).collect();
     assert_eq!(ids, [after.event_id]);
 }
+
+// ----- E-mail and webhooks on their own threads -----
+
+/// A mail server that accepts connections and never says a word, so an SMTP client
+/// waits out its whole timeout; `release` hangs up on every connection it holds.
+struct SilentMailServer {
+    port: u16,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    release: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SilentMailServer {
+    fn start() -> SilentMailServer {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (accepted, release) = (Arc::clone(&accepted), Arc::clone(&release));
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                while !release.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            held.push(stream);
+                            accepted.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            })
+        };
+        SilentMailServer { port, accepted, release, thread: Some(thread) }
+    }
+
+    fn release(&mut self) {
+        self.release.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SilentMailServer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[test]
+fn a_mail_server_that_never_answers_does_not_hold_up_webhooks() {
+    let rx = Receiver::start();
+    let mut mail = SilentMailServer::start();
+    let Env { dir, svc, merchant, .. } = real(|c| {
+        c.smtp =
+            Some(SmtpConfig { url: format!("smtp://127.0.0.1:{}", mail.port), from: "Shop <pay@shop.example>".into() });
+        c.webhook_timeout = Duration::from_secs(60);
+    });
+    let svc = Arc::new(svc);
+    let order = |email: Option<&str>, webhook_url: Option<String>| coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: coinorder::money::Decimal::TEN,
+        customer_email: email.map(str::to_string),
+        webhook_url,
+        ..Default::default()
+    };
+    svc.create_order(&merchant, &order(Some("alice@customer.example"), None)).expect("order with an e-mail");
+    let mut worker = svc.start_delivery_worker(Duration::from_millis(50), 100).expect("start worker");
+    let deadline = std::time::Instant::now() + WAIT;
+    while mail.accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(mail.accepted.load(std::sync::atomic::Ordering::SeqCst) > 0, "the e-mail never reached the mail server");
+
+    // The e-mail now waits on a server that will not answer for a minute; the webhook
+    // of an order paid meanwhile goes out all the same.
+    let paid = svc.create_order(&merchant, &order(None, Some(rx.url()))).expect("order with a webhook");
+    svc.simulate(&paid.order.order.order_id, &SimulateAction::Pay { amount: None, confirmed: true }).expect("pay");
+    worker.wake();
+    let received = rx.wait_for(1, WAIT);
+    assert_eq!(received.len(), 1, "the webhook waited for the mail server");
+    let payload: Value = serde_json::from_slice(&received[0].body).expect("a JSON payload");
+    assert_eq!(payload["type"], "order.paid");
+
+    mail.release(); // the e-mail fails at once now, so stopping does not wait a minute
+    worker.stop();
+    assert!(!worker.is_running());
+    assert_eq!(worker.name(), "coinorder-delivery");
+    drop(dir);
+}

@@ -205,7 +205,7 @@ impl EsploraClient {
     /// Blockstream's electrs answers up to 50 mempool transactions plus the 25 newest
     /// confirmed ones (mempool.space's fork 25 in all, mempool first); older confirmed
     /// ones are on further pages of 25 (`/address/:address/txs/chain/:last_seen_txid`),
-    /// read while a page is full, up to [`MAX_CHAIN_PAGES`] of them. An invoice address
+    /// read while a page is full, up to 10 of them. An invoice address
     /// is fresh and sees a handful of transactions, but anyone who knows it can send it
     /// dust, and a payment pushed off the first page by 25 of those would go unseen.
     pub fn payments_to(&self, address: &str) -> Result<Vec<BitcoinPayment>, ChainError> {
