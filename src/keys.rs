@@ -140,9 +140,15 @@ pub struct CreatedApiKey {
 /// [`Service::authenticate`](crate::Service::authenticate) belongs to each request, as
 /// [`Service::handle`](crate::Service::handle) does it: a `Merchant` kept past its request
 /// still acts after its key is deactivated or deleted.
+///
+/// A host that builds one must give it the id of a key it made with
+/// [`Service::create_key`](crate::Service::create_key) for that merchant (deleted
+/// later or not): the order's webhooks are signed with that key's secret and sent to its
+/// URL when the order has none, so an order made under an id that never was a key's has
+/// its events kept undelivered (`no_target`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Merchant {
-    /// The key that authenticated the request.
+    /// The key that authenticated the request (an id from [`crate::ApiKey::id`]).
     pub key_id: String,
     /// The merchant account the key belongs to.
     pub user_id: i64,

@@ -473,6 +473,10 @@ impl<'de> serde::Deserialize<'de> for JsonMembers {
     }
 }
 
+/// The rule a body nested deeper than serde_json reads breaks (its limit of 128 arrays
+/// and objects, the body's own object included).
+const JSON_TOO_DEEP: &str = "is nested more than 128 arrays or objects deep";
+
 /// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].
 fn parse_object(body: &[u8]) -> Result<Members> {
     if body.len() > MAX_BODY_BYTES {
@@ -490,7 +494,10 @@ fn parse_object(body: &[u8]) -> Result<Members> {
             serde_json::error::Category::Syntax => member_at(body, error.line(), error.column()),
             _ => None,
         };
+        // serde_json's guard against a stack overflow: valid JSON, too deep to read.
+        let too_deep = error.to_string().starts_with("recursion limit exceeded");
         match (error.classify(), member) {
+            (_, Some(member)) if too_deep => Error::invalid(&member, JSON_TOO_DEEP),
             (_, Some(member)) => Error::invalid(&member, format!("is not valid JSON ({error})")),
             (serde_json::error::Category::Syntax | serde_json::error::Category::Eof, None) => {
                 Error::invalid("body", format!("must be a JSON object (not valid JSON: {error})"))

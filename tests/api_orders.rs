@@ -677,6 +677,12 @@ fn body_must_be_a_json_object() {
         assert!(message.starts_with(&format!("{member}: is not valid JSON (")), "{message}");
         assert!(message.contains(detail), "{message}");
     }
+    // Valid JSON nested deeper than the parser reads is told so, not called invalid.
+    let nested =
+        |levels: usize| format!(r#"{{"currency":"USD","amount":1,"x":{}{}}}"#, "[".repeat(levels), "]".repeat(levels));
+    assert_eq!(h.post_raw(nested(126).into_bytes()).status, 201);
+    let resp = h.post_raw(nested(127).into_bytes());
+    assert_eq!(resp.json()["error"], "x: is nested more than 128 arrays or objects deep");
 }
 
 /// A valid order body of exactly `len` bytes (padded with an unknown member).

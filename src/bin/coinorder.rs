@@ -588,7 +588,8 @@ enum OrdersCommand {
         order_id: String,
     },
     /// Accept a late or short payment by hand: an EXPIRED or FAILED order becomes PAID
-    /// (its `order.paid` event says it was marked paid).
+    /// (its `order.paid` event says it was marked paid). It asks for no recorded payment
+    /// (the customer may have paid another way): check `orders show` first.
     MarkPaid {
         /// The order's id (`order_id`).
         order_id: String,

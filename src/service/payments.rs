@@ -421,6 +421,10 @@ impl Service {
     /// Accepts a late or short payment by hand: EXPIRED or FAILED → PAID, with an
     /// `order.paid` event saying it was marked by the merchant. Payments that came late
     /// count in `receive_amount` from then on.
+    ///
+    /// It is the merchant's word and asks for no recorded payment (a customer may have
+    /// paid another way): an order marked paid with nothing received shows
+    /// `receive_amount` 0. Check [`Service::order_payments`] first.
     pub fn mark_paid(&self, order_id: &str) -> Result<OrderWithInvoice> {
         let now = self.now();
         self.store.write(|db| {
