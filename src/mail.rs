@@ -160,22 +160,48 @@ fn without_addresses(text: &str) -> String {
         .collect()
 }
 
-/// Sends one payment-link e-mail; the error is the reason it was not sent, without any
-/// e-mail address in it.
-pub(crate) fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
-    send_with_addresses(transport, from, email).map_err(|reason| without_addresses(&reason))
+/// Why an e-mail was not sent, without any e-mail address in the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotSent {
+    /// Worth another attempt on the retry schedule (the server down, busy, refusing).
+    Retry(String),
+    /// No attempt through this mail server can send it: give up at once.
+    Never(String),
 }
 
-fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), String> {
-    let from: Mailbox = from.parse().map_err(|e| format!("bad sender: {e}"))?;
-    let to: Mailbox = email.recipient.parse().map_err(|e| format!("bad recipient: {e}"))?;
+/// Sends one payment-link e-mail.
+pub(crate) fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), NotSent> {
+    send_with_addresses(transport, from, email).map_err(|not_sent| match not_sent {
+        NotSent::Retry(reason) => NotSent::Retry(without_addresses(&reason)),
+        NotSent::Never(reason) => NotSent::Never(without_addresses(&reason)),
+    })
+}
+
+/// `address` with its domain in ASCII (IDNA: `shöp.example` → `xn--shp-tna.example`), so
+/// that a mail server without SMTPUTF8 (RFC 6531) takes it when its local part is
+/// ASCII; an address whose domain does not convert is left as it is.
+fn with_ascii_domain(address: &str) -> String {
+    match address.rsplit_once('@') {
+        Some((local, domain)) if !domain.is_ascii() => match url::Host::parse(domain) {
+            Ok(url::Host::Domain(ascii)) => format!("{local}@{ascii}"),
+            _ => address.to_string(),
+        },
+        _ => address.to_string(),
+    }
+}
+
+fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), NotSent> {
+    let retry = |reason: String| NotSent::Retry(reason);
+    let from: Mailbox = from.parse().map_err(|e| retry(format!("bad sender: {e}")))?;
+    let recipient = with_ascii_domain(&email.recipient);
+    let to: Mailbox = recipient.parse().map_err(|e| NotSent::Never(format!("bad recipient: {e}")))?;
     // The boundary and the Message-ID are ours rather than lettre's: lettre draws both from
     // `fastrand`, whose first use on a thread gives it std's thread handle, and a C or
     // Python host's main thread never frees that (valgrind counts it as possibly lost).
     // The Message-ID is the e-mail's own id, the same on every retry, so a mail system
     // that sees a retry of a message it took can drop it.
     let content_type = ContentType::parse(&format!("multipart/alternative; boundary=\"{}\"", keys::random_id(40)))
-        .map_err(|e| format!("cannot build message: {e}"))?;
+        .map_err(|e| retry(format!("cannot build message: {e}")))?;
     let body = MultiPart::builder()
         .header(content_type)
         .singlepart(SinglePart::plain(email.text_body.clone()))
@@ -186,6 +212,16 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
         .to(to)
         .subject(email.subject.clone())
         .multipart(body)
-        .map_err(|e| format!("cannot build message: {e}"))?;
-    transport.send(&message).map(|_| ()).map_err(|e| format!("SMTP: {e}"))
+        .map_err(|e| retry(format!("cannot build message: {e}")))?;
+    transport.send(&message).map(|_| ()).map_err(|e| {
+        if !recipient.is_ascii() && e.is_client() {
+            // lettre refuses, before sending a byte, a non-ASCII address to a server that
+            // does not announce SMTPUTF8; that server never will for a retry.
+            NotSent::Never(format!(
+                "not sent: the mail server does not take addresses with non-ASCII characters (no SMTPUTF8): {e}"
+            ))
+        } else {
+            retry(format!("SMTP: {e}"))
+        }
+    })
 }

@@ -362,3 +362,38 @@ fn an_email_queued_to_an_address_the_mailer_cannot_take_fails_at_once() {
     assert!(sink.received().is_empty(), "nothing reached SMTP");
     sink.stop();
 }
+
+#[test]
+fn an_international_domain_is_sent_in_ascii_to_a_server_without_smtputf8() {
+    // The sink, like many relays, does not announce SMTPUTF8.
+    let mut sink = SmtpSink::start();
+    let h = harness(smtp(sink.url()));
+    let mut body = order_body("mug-idn");
+    body["customer_email"] = json!("bob@shöp.example");
+    let (order_id, _) = create(&h, &body);
+    let report = h.svc.send_due_emails(100).expect("send");
+    assert_eq!((report.attempted, report.sent), (1, 1), "{report:?}");
+    let received = sink.wait_for(1, WAIT);
+    assert_eq!(received[0]["rcpt_tos"], json!(["bob@xn--shp-tna.example"]), "{:?}", received[0]);
+    // Stored as the customer wrote it.
+    assert_eq!(h.svc.emails(Some(&order_id), 10).expect("emails")[0].recipient, "bob@shöp.example");
+    sink.stop();
+}
+
+#[test]
+fn a_non_ascii_local_part_fails_at_once_on_a_server_without_smtputf8() {
+    let mut sink = SmtpSink::start();
+    let h = harness(smtp(sink.url()));
+    let mut body = order_body("mug-utf8");
+    body["customer_email"] = json!("jürgen@shop.example");
+    let (order_id, _) = create(&h, &body);
+    let report = h.svc.send_due_emails(100).expect("send");
+    // Not retried for days: no attempt through this server can send it.
+    assert_eq!((report.attempted, report.sent, report.failed, report.retrying), (1, 0, 1, 0), "{report:?}");
+    let email = h.svc.emails(Some(&order_id), 10).expect("emails").remove(0);
+    assert_eq!((email.state, email.attempts), (EmailState::Failed, 1));
+    let error = email.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("no SMTPUTF8") && !error.contains("jürgen"), "{error}");
+    assert!(sink.received().is_empty());
+    sink.stop();
+}

@@ -76,7 +76,8 @@ impl Service {
                 }
                 (Ok(transport), Ok(Some(_))) => match send_one(transport, &smtp.from, &email) {
                     Ok(()) => Outcome::Sent,
-                    Err(error) => Outcome::Retry { error, retry_after: None },
+                    Err(NotSent::Retry(error)) => Outcome::Retry { error, retry_after: None },
+                    Err(NotSent::Never(error)) => Outcome::GiveUp(error),
                 },
                 (Err(e), Ok(Some(_))) => {
                     Outcome::Retry { error: format!("bad SMTP configuration: {e}"), retry_after: None }
