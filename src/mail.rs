@@ -214,12 +214,19 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
         .multipart(body)
         .map_err(|e| retry(format!("cannot build message: {e}")))?;
     transport.send(&message).map(|_| ()).map_err(|e| {
-        if !recipient.is_ascii() && e.is_client() {
+        let refused_address = e.is_permanent() && matches!(e.status().map(u16::from), Some(550 | 551 | 553));
+        if !recipient.is_ascii() && e.is_client() && e.to_string().contains("SMTPUTF8") {
             // lettre refuses, before sending a byte, a non-ASCII address to a server that
             // does not announce SMTPUTF8; that server never will for a retry.
             NotSent::Never(format!(
                 "not sent: the mail server does not take addresses with non-ASCII characters (no SMTPUTF8): {e}"
             ))
+        } else if refused_address {
+            // RFC 5321's permanent refusals of the mailbox itself (no such user, not
+            // local, name not allowed): like a webhook's 410, asking again changes nothing.
+            // Other 5xx (a full mailbox, a policy, the relay's own authentication) are
+            // retried, since the server or its settings may change.
+            NotSent::Never(format!("not sent: the mail server refused the address: {e}"))
         } else {
             retry(format!("SMTP: {e}"))
         }

@@ -200,10 +200,13 @@ fn a_refusal_that_echoes_the_address_is_recorded_without_it() {
     body["customer_email"] = json!("rejected.customer@customer.example");
     let (order_id, _) = create(&h, &body);
     let report = h.svc.send_due_emails(100).expect("send");
-    assert_eq!((report.attempted, report.retrying), (1, 1), "{report:?}");
+    // A 550 refusal of the mailbox is final, like a webhook's 410: not retried for days.
+    assert_eq!((report.attempted, report.retrying, report.failed), (1, 0, 1), "{report:?}");
     let email = &h.svc.emails(Some(&order_id), 10).expect("emails")[0];
+    assert_eq!((email.state, email.attempts), (EmailState::Failed, 1));
     let error = email.last_error.as_deref().expect("last_error recorded");
     // The sink's reply was "550 5.1.1 <rejected.customer@…>: Recipient address rejected".
+    assert!(error.contains("refused the address"), "{error}");
     assert!(error.contains("550") && error.contains("<address> Recipient address rejected"), "{error}");
     assert!(!error.contains("customer.example"), "{error}");
     assert!(sink.received().is_empty());

@@ -457,5 +457,8 @@ class Service:
     ) -> Response: ...
 
 def verify_webhook(
-    secret: str, headers: Mapping[str, str], body: bytes | str, now: int | None = None
+    secret: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    body: bytes | str,
+    now: int | None = None,
 ) -> dict[str, Any]: ...

@@ -1783,8 +1783,8 @@ fn serve(ctx: &Ctx, args: ServeArgs) -> CliResult<()> {
     });
     if stopped_rx.recv_timeout(grace + BACKGROUND_STOP_GRACE).is_err() {
         log.notice(&format!(
-            "background work still busy {} s after the signal (a database locked by another process, or a slow \
-             chain endpoint?): exiting without it",
+            "background work still busy {} s after the signal (a webhook receiver or mail server slow to answer, a \
+             database locked by another process, or a slow chain endpoint?): exiting without it",
             (grace + BACKGROUND_STOP_GRACE).as_secs()
         ));
     }

@@ -76,9 +76,9 @@ def test_headers_are_a_mapping_or_pairs_and_a_bad_entry_is_named(
     with pytest.raises(TypeError, match="headers: must be a mapping"):
         svc.handle("GET", "/v1/orders", "x-api-key: test_x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="headers: every name and value must be a str; got .*'x-api-key', 1"):
-        svc.handle("GET", "/v1/orders", {"x-api-key": 1})  # type: ignore[dict-item]
+        svc.handle("GET", "/v1/orders", {"x-api-key": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="wsgi.version"):  # Django's request.META, say
-        svc.handle("GET", "/v1/orders", {"wsgi.version": (1, 0)})  # type: ignore[dict-item]
+        svc.handle("GET", "/v1/orders", {"wsgi.version": (1, 0)})  # type: ignore[arg-type]
 
 
 def test_failed_authentications_are_limited_per_client_address(

@@ -43,8 +43,10 @@ def test_body_as_str_and_headers_in_any_case_and_any_mapping() -> None:
 
 
 def test_headers_not_a_mapping_or_no_body_is_a_type_error() -> None:
+    # (name, value) pairs are headers too, as for handle.
+    assert coinorder.verify_webhook(SECRET, list(HEADERS.items()), BODY, now=NOW) == {"test": 2432232314}
     with pytest.raises(TypeError, match="headers: must be a mapping"):
-        coinorder.verify_webhook(SECRET, list(HEADERS.items()), BODY, now=NOW)  # type: ignore[arg-type]
+        coinorder.verify_webhook(SECRET, "webhook-id: x", BODY, now=NOW)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="body: must be bytes or str"):
         coinorder.verify_webhook(SECRET, HEADERS, None, now=NOW)  # type: ignore[arg-type]
 
