@@ -4,6 +4,7 @@
 //! mode's refusal of private targets, leases across two services, and secrets kept out
 //! of Debug output. Failures and the retry schedule are in `webhooks_retry.rs`.
 
+mod smtp_support;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -995,6 +996,46 @@ impl Drop for SilentMailServer {
     }
 }
 
+/// A 10 USD order with, or without, a customer's e-mail and a webhook URL.
+fn order(email: Option<&str>, webhook_url: Option<String>) -> coinorder::CreateOrder {
+    coinorder::CreateOrder {
+        currency: "USD".into(),
+        amount: coinorder::money::Decimal::TEN,
+        customer_email: email.map(str::to_string),
+        webhook_url,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_webhook_receiver_that_never_answers_does_not_hold_up_emails() {
+    let rx = Receiver::start();
+    rx.set_default(Reply::slow(Duration::from_secs(60), 200));
+    let mut sink = smtp_support::SmtpSink::start();
+    let Env { dir, svc, merchant, .. } = real(|c| {
+        c.smtp = Some(SmtpConfig { url: sink.url(), from: "Shop <pay@shop.example>".into() });
+        c.webhook_timeout = Duration::from_secs(90);
+    });
+    let svc = Arc::new(svc);
+    let paid = svc.create_order(&merchant, &order(None, Some(rx.url()))).expect("order with a webhook");
+    svc.simulate(&paid.order.order.order_id, &SimulateAction::Pay { amount: None, confirmed: true }).expect("pay");
+    let mut worker = svc.start_delivery_worker(Duration::from_millis(50), 100).expect("start worker");
+    assert_eq!(rx.wait_for(1, WAIT).len(), 1, "the webhook went out");
+
+    // The webhook now waits a minute for its answer; a payment link e-mailed meanwhile
+    // goes out all the same.
+    svc.create_order(&merchant, &order(Some("alice@customer.example"), None)).expect("order with an e-mail");
+    worker.wake();
+    let received = sink.wait_for(1, WAIT);
+    assert_eq!(received.len(), 1, "the e-mail waited for the webhook");
+
+    drop(rx); // hangs up on the webhook, so stopping does not wait a minute
+    worker.stop();
+    assert!(!worker.is_running());
+    sink.stop();
+    drop(dir);
+}
+
 #[test]
 fn a_mail_server_that_never_answers_does_not_hold_up_webhooks() {
     let rx = Receiver::start();
@@ -1005,13 +1046,6 @@ fn a_mail_server_that_never_answers_does_not_hold_up_webhooks() {
         c.webhook_timeout = Duration::from_secs(60);
     });
     let svc = Arc::new(svc);
-    let order = |email: Option<&str>, webhook_url: Option<String>| coinorder::CreateOrder {
-        currency: "USD".into(),
-        amount: coinorder::money::Decimal::TEN,
-        customer_email: email.map(str::to_string),
-        webhook_url,
-        ..Default::default()
-    };
     svc.create_order(&merchant, &order(Some("alice@customer.example"), None)).expect("order with an e-mail");
     let mut worker = svc.start_delivery_worker(Duration::from_millis(50), 100).expect("start worker");
     let deadline = std::time::Instant::now() + WAIT;
