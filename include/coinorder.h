@@ -249,14 +249,14 @@ coinorder_status coinorder_handle_with_headers(const struct coinorder_service *s
                                                struct coinorder_error **err);
 
 /**
- * [`coinorder_handle_with_headers`] for a request from `client_address`, the address
- * the request came from as text (`"203.0.113.7"`, `"2001:db8::1"`; NULL for unknown).
- * With it, failed authentications are limited per address (a burst of 20, then 1 a
- * second: `400 API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder serve` limits
- * them; without it, they are not limited. Behind a reverse proxy, pass the customer's
- * address (from the proxy's `X-Forwarded-For`), not the proxy's: with the proxy's, one
- * client's bad keys would hold back every client. An address that does not parse is a
- * `COINORDER_ERROR` with `PARAMETERS_MISSING` naming `client_address`.
+ * [`coinorder_handle_with_headers`] (`headers_json_out` is required here too) for a
+ * request from `client_address`: the TCP peer's address as text (`"203.0.113.7"`,
+ * `"2001:db8::1"`, with a port or zone too; NULL, empty or anything else that is not an
+ * address: unknown). With it, failed authentications are limited per address (a burst
+ * of 20, then 1 a second: `400 API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder
+ * serve` limits them; without it, they are not limited. A loopback peer (a reverse
+ * proxy on the same host) is counted under the last address of the request's
+ * `X-Forwarded-For`, and not at all without one.
  */
 coinorder_status coinorder_handle_from(const struct coinorder_service *service,
                                        const char *client_address,

@@ -102,7 +102,8 @@ pub use storage::{Checkpoint, StoreTarget, SCHEMA_VERSION};
 pub use time::Timestamp;
 pub use wallets::Wallet;
 pub use wire::{
-    parse_create_order, parse_list_query, parse_simulate, JsonMembers, WireRequest, WireResponse, MAX_BODY_BYTES,
+    client_address, parse_create_order, parse_list_query, parse_simulate, JsonMembers, WireRequest, WireResponse,
+    MAX_BODY_BYTES,
 };
 pub use worker::{ServiceWorkers, Worker, CHAIN_WATCH_INTERVAL, MAX_WORKER_BATCH, MAX_WORKER_INTERVAL};
 

@@ -29,9 +29,11 @@ pub struct WireRequest {
     pub headers: Vec<(String, String)>,
     /// The raw body.
     pub body: Vec<u8>,
-    /// The client's network address, when the server knows it. Failed authentications are
-    /// limited per address ([`crate::Config::failed_auth_limit`]); `None` skips that limit
-    /// (a host behind its own proxy, or one that limits elsewhere).
+    /// The client's network address, when the server knows it: the TCP peer. Failed
+    /// authentications are limited per address ([`crate::Config::failed_auth_limit`]);
+    /// for a loopback peer (a reverse proxy on the same host) they count under the last
+    /// address its `X-Forwarded-For` names, and not at all when it names none (a process
+    /// on this very host). `None` skips the limit (a host that limits elsewhere).
     pub client: Option<std::net::IpAddr>,
 }
 
@@ -75,6 +77,25 @@ impl WireRequest {
     pub fn client(mut self, address: std::net::IpAddr) -> Self {
         self.client = Some(address);
         self
+    }
+
+    /// The address failed authentications are counted under: the peer's; for a loopback
+    /// peer (a reverse proxy on the same host, as the README recommends) the last
+    /// address its `X-Forwarded-For` names, so that one client's failures do not lock
+    /// out everyone behind the proxy; and none for a loopback peer that names no one (a
+    /// process on this very host, which is inside the trust boundary anyway). Only a
+    /// loopback peer is believed: anyone else could name any address.
+    fn counted_client(&self) -> Option<std::net::IpAddr> {
+        let peer = self.client?;
+        if !peer.is_loopback() {
+            return Some(peer);
+        }
+        self.headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-for"))
+            .flat_map(|(_, value)| value.split(','))
+            .filter_map(|item| item.trim().parse::<std::net::IpAddr>().ok())
+            .next_back()
     }
 
     /// Adds a header.
@@ -279,16 +300,17 @@ impl Service {
             return Err(Error::invalid("x-api-key", "sent more than once"));
         }
         let api_key = request.header_value("x-api-key");
+        let client = request.counted_client();
         // Reads authenticate and read in one snapshot (one transaction per request).
         match route {
             Route::GetOrder(order_id) => {
-                let (_, order) = self.read_as(request.client, api_key, |reads| reads.get_order(order_id))?;
+                let (_, order) = self.read_as(client, api_key, |reads| reads.get_order(order_id))?;
                 return Ok(order_response(&self.as_it_stands(order, self.now())?));
             }
             Route::ListOrders => {
                 let now = self.now();
                 let (merchant, read) =
-                    self.read_as(request.client, api_key, |reads| reads.list_orders(&parse_list_query(query)?, now))?;
+                    self.read_as(client, api_key, |reads| reads.list_orders(&parse_list_query(query)?, now))?;
                 let page = self.page_as_it_stands(now, read, || {
                     Ok(self.list_read(&merchant, &parse_list_query(query)?, now)?.0)
                 })?;
@@ -296,12 +318,12 @@ impl Service {
             }
             // A create confirms a key it admitted before inside its own write.
             Route::CreateOrder => {
-                let created = self.create_as(request.client, api_key, || parse_create_order(&request.body))?;
+                let created = self.create_as(client, api_key, || parse_create_order(&request.body))?;
                 return Ok(WireResponse::json_body(201, created.response_body));
             }
             _ => {}
         }
-        let merchant = self.authenticate_client(request.client, api_key)?;
+        let merchant = self.authenticate_client(client, api_key)?;
         match route {
             Route::Simulate(order_id) => {
                 self.get_order(&merchant, order_id)?;
@@ -473,9 +495,25 @@ impl<'de> serde::Deserialize<'de> for JsonMembers {
     }
 }
 
-/// The rule a body nested deeper than serde_json reads breaks (its limit of 128 arrays
-/// and objects, the body's own object included).
-const JSON_TOO_DEEP: &str = "is nested more than 128 arrays or objects deep";
+/// A client's address as a host's HTTP server gives it: an IP address, with a port
+/// (`203.0.113.7:5000`, `[2001:db8::1]:443`) or an IPv6 zone (`fe80::1%eth0`) left
+/// out; `None` for anything else (an empty value, a unix socket's, a test client's
+/// name), which leaves the request's failed authentications uncounted.
+pub fn client_address(text: &str) -> Option<std::net::IpAddr> {
+    let text = text.trim();
+    if let Ok(address) = text.parse::<std::net::IpAddr>() {
+        return Some(address);
+    }
+    if let Ok(socket) = text.parse::<std::net::SocketAddr>() {
+        return Some(socket.ip());
+    }
+    let unzoned = text.trim_start_matches('[').split(['%', ']']).next()?;
+    unzoned.parse::<std::net::Ipv6Addr>().ok().map(std::net::IpAddr::V6)
+}
+
+/// The rule a body nested deeper than serde_json reads breaks: it reads at most 127
+/// levels of arrays and objects, the body's own object included.
+const JSON_TOO_DEEP: &str = "is nested too deep: at most 127 levels of arrays and objects, the body's own included";
 
 /// A request body that must be one JSON object of at most [`MAX_BODY_BYTES`].
 fn parse_object(body: &[u8]) -> Result<Members> {

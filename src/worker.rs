@@ -176,8 +176,23 @@ impl Worker {
     /// Stops the worker: the thread ends as soon as the run in progress (if any) returns,
     /// and is joined before this returns. Calling it again does nothing.
     pub fn stop(&mut self) {
+        // Every thread hears of it before any is waited for: one finishing its run must
+        // not keep another starting new work meanwhile.
+        self.ask_to_stop();
+        self.join();
+    }
+
+    /// Tells this worker's threads to stop, without waiting for them.
+    fn ask_to_stop(&self) {
         lock(&self.shared.control).stop = true;
         self.shared.signal.notify_all();
+        if let Some(companion) = &self.companion {
+            companion.ask_to_stop();
+        }
+    }
+
+    /// Waits for this worker's threads to end (after [`Worker::ask_to_stop`]).
+    fn join(&mut self) {
         if let Some(thread) = self.thread.take() {
             // A task that somehow stops its own worker must not wait for itself. (Asked
             // of a thread-local number: `thread::current()` would leave a handle behind
@@ -189,7 +204,7 @@ impl Worker {
             }
         }
         if let Some(companion) = &mut self.companion {
-            companion.stop();
+            companion.join();
         }
     }
 
@@ -325,10 +340,13 @@ impl ServiceWorkers {
     /// Stops every worker, waiting for the webhooks and the e-mail already on their way
     /// ([`Worker::stop`]). Calling it again does nothing.
     pub fn stop(&mut self) {
-        let workers = std::mem::take(&mut self.workers);
+        let mut workers = std::mem::take(&mut self.workers);
         if self.started_by == std::process::id() {
-            for mut worker in workers {
-                worker.stop();
+            for worker in &workers {
+                worker.ask_to_stop();
+            }
+            for worker in &mut workers {
+                worker.join();
             }
         } else {
             // A forked child: the threads were never here, and their handles cannot be
@@ -400,8 +418,8 @@ impl Service {
     }
 
     /// Starts a background [`Worker`] that sends what is due from the outbox, on two
-    /// threads: `coinorder-delivery` calls [`Service::deliver_due`]`(batch)` and
-    /// `coinorder-email` [`Service::send_due_emails`]`(batch)`, so that a mail server
+    /// threads: `coinorder-delivery` calls [`Service::deliver_due`]`(batch)` and, when
+    /// [`crate::Config::smtp`] is set, `coinorder-email` [`Service::send_due_emails`]`(batch)`, so that a mail server
     /// slow to answer never holds up a webhook, nor a receiver an e-mail. Each repeats at
     /// once while it came back with a full batch (a backlog drains without waiting
     /// `interval` between batches); then it waits `interval` (measured from the end of
@@ -417,9 +435,10 @@ impl Service {
     /// later. A run that fails (e.g. the database busy past its timeout) is counted on
     /// the worker ([`Worker::failures`], [`Worker::last_error`], naming `webhooks` or
     /// `e-mails`) and retried at the next tick; it never stops the worker.
-    /// [`Worker::stop`] waits only for the webhooks already leased (at most two per
-    /// sender: one being sent, one next) and the e-mail in progress, not for the rest of
-    /// a backlog: for receivers that hang, at most two webhook timeouts. A receiver slow
+    /// [`Worker::stop`] tells both threads at once and waits only for the webhooks being
+    /// sent (one per sender) and the e-mail in progress, not for the rest of a backlog:
+    /// for receivers that hang, at most one webhook timeout. Events leased to wait
+    /// behind them are given back at once, neither sent nor counted. A receiver slow
     /// to answer holds up only the sender waiting on it: the other
     /// [`crate::Config::delivery_concurrency`] senders go on with the events behind it
     /// (while it has fewer events in flight than there are senders). A `batch` of 0
@@ -455,9 +474,14 @@ impl Service {
                 move || service.drain_outbox(outbox, batch, &stop)
             })
         };
-        let emails = start("coinorder-email", Outbox::Emails)?;
+        // Without SMTP no e-mail is ever sent here: no thread for them (a host that forks
+        // is better off with fewer threads, each of which may hold a lock at the fork).
+        let emails = match self.config().smtp {
+            Some(_) => Some(Box::new(start("coinorder-email", Outbox::Emails)?)),
+            None => None,
+        };
         let mut webhooks = start("coinorder-delivery", Outbox::Webhooks)?;
-        webhooks.companion = Some(Box::new(emails));
+        webhooks.companion = emails;
         Ok(webhooks)
     }
 

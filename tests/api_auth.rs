@@ -458,3 +458,50 @@ fn missing_keys_count_as_failures_and_the_limit_can_be_turned_off() {
         assert_error(&open.svc.handle(&from("198.51.100.2", &wrong)), 401, "Unauthorized");
     }
 }
+
+#[test]
+fn behind_a_proxy_on_this_host_the_forwarded_address_is_counted() {
+    let h = harness_with(Environment::Sandbox, |config| {
+        config.rate_limit = RateLimit::OFF;
+        config.failed_auth_limit = RateLimit { per_second: 1, burst: 2 };
+    });
+    let wrong = format!("test_{}", "C".repeat(40));
+    let via_proxy = |forwarded: Option<&str>, key: &str| {
+        let request = from("127.0.0.1", key);
+        match forwarded {
+            Some(addresses) => request.header("X-Forwarded-For", addresses),
+            None => request,
+        }
+    };
+    // The proxy itself, naming no one (a process on this host): never counted.
+    for _ in 0..5 {
+        assert_error(&h.svc.handle(&via_proxy(None, &wrong)), 401, "Unauthorized");
+    }
+    // Counted under the last address the proxy names (the one it saw), not the proxy's.
+    for _ in 0..2 {
+        assert_error(&h.svc.handle(&via_proxy(Some("10.0.0.1, 203.0.113.9"), &wrong)), 401, "Unauthorized");
+    }
+    assert_error(&h.svc.handle(&via_proxy(Some("203.0.113.9"), &wrong)), 400, "API_LIMIT_EXCEEDED");
+    // Other customers behind the same proxy are not held back.
+    assert_eq!(h.svc.handle(&via_proxy(Some("203.0.113.10"), &h.key)).status, 200);
+    assert_eq!(h.svc.handle(&via_proxy(None, &h.key)).status, 200);
+    // A peer that is not on this host cannot name someone else.
+    let direct = from("198.51.100.3", &wrong).header("X-Forwarded-For", "203.0.113.11");
+    assert_error(&h.svc.handle(&direct), 401, "Unauthorized");
+    assert_error(&h.svc.handle(&direct), 401, "Unauthorized");
+    assert_error(&h.svc.handle(&direct), 400, "API_LIMIT_EXCEEDED");
+    assert_eq!(h.svc.handle(&via_proxy(Some("203.0.113.11"), &h.key)).status, 200);
+}
+
+#[test]
+fn client_addresses_as_host_servers_give_them() {
+    use coinorder::client_address;
+    let ip = |text: &str| text.parse::<std::net::IpAddr>().ok();
+    assert_eq!(client_address(" 203.0.113.7 "), ip("203.0.113.7"));
+    assert_eq!(client_address("203.0.113.7:5000"), ip("203.0.113.7"));
+    assert_eq!(client_address("[2001:db8::1]:443"), ip("2001:db8::1"));
+    assert_eq!(client_address("fe80::1%eth0"), ip("fe80::1"));
+    for unknown in ["", "testclient", "b''", "unix:/run/app.sock", "203.0.113.300"] {
+        assert_eq!(client_address(unknown), None, "{unknown:?}");
+    }
+}

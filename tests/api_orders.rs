@@ -682,7 +682,10 @@ fn body_must_be_a_json_object() {
         |levels: usize| format!(r#"{{"currency":"USD","amount":1,"x":{}{}}}"#, "[".repeat(levels), "]".repeat(levels));
     assert_eq!(h.post_raw(nested(126).into_bytes()).status, 201);
     let resp = h.post_raw(nested(127).into_bytes());
-    assert_eq!(resp.json()["error"], "x: is nested more than 128 arrays or objects deep");
+    assert_eq!(
+        resp.json()["error"],
+        "x: is nested too deep: at most 127 levels of arrays and objects, the body's own included"
+    );
 }
 
 /// A valid order body of exactly `len` bytes (padded with an unknown member).

@@ -258,8 +258,10 @@ fn the_delivery_worker_drains_a_backlog_in_one_run() {
     }
     worker.stop();
     assert!(!worker.is_running());
-    // One run on each of its two threads (webhooks, e-mails).
-    assert_eq!((worker.runs(), worker.failures()), (2, 0), "{:?}", worker.last_error());
+    // One run of the e-mail thread sent all five; the webhook thread's one run, if it
+    // came before the stop, found nothing.
+    assert!((1..=2).contains(&worker.runs()), "{} runs", worker.runs());
+    assert_eq!(worker.failures(), 0, "{:?}", worker.last_error());
     let emails = service.emails(None, 100).expect("emails");
     assert!(emails.iter().all(|e| e.state == EmailState::Sent), "{emails:?}");
 

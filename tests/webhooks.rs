@@ -473,15 +473,18 @@ fn stopping_the_delivery_worker_waits_for_the_webhooks_in_flight_only() {
     let events: Vec<_> = (0..8).map(|_| env.paid_order(Some(&rx.url())).1).collect();
     let svc = Arc::new(Service::open(env.db_path(), env.svc.config().clone()).expect("service"));
     let mut worker = svc.start_delivery_worker(Duration::from_secs(3600), 100).expect("worker");
-    rx.wait_for(1, WAIT);
+    rx.wait_for(2, WAIT);
     worker.stop(); // while the first two are being answered (400 ms each, side by side)
     let attempted: Vec<i64> = events.iter().map(|event| env.delivery(event).attempts).collect();
     let delivered = events.iter().filter(|event| env.delivery(event).state == DeliveryState::Delivered).count();
-    // Two per sender were leased: the one being sent and the next.
-    assert_eq!(attempted.iter().filter(|a| **a == 1).count(), 4, "{attempted:?}");
-    assert_eq!(delivered, 4, "and sent and recorded before the stop returned");
-    assert_eq!(attempted.iter().filter(|a| **a == 0).count(), 4, "the rest were never claimed: {attempted:?}");
-    assert_eq!(rx.count(), 4);
+    // Two per sender were leased (the one being sent and the next); the two being sent
+    // were sent and recorded before the stop returned, the two behind them given back
+    // unattempted, free for the next deliverer at once.
+    assert_eq!(attempted.iter().filter(|a| **a == 1).count(), 2, "{attempted:?}");
+    assert_eq!(delivered, 2, "sent and recorded before the stop returned");
+    assert_eq!(attempted.iter().filter(|a| **a == 0).count(), 6, "the rest are unattempted: {attempted:?}");
+    assert_eq!(rx.count(), 2);
+    assert_eq!(svc.deliver_due(100).expect("deliver").delivered, 6, "none waits for a lease to run out");
 }
 
 #[test]
@@ -948,7 +951,8 @@ fn a_follower_from_a_later_time_returns_nothing_made_before_it() {
 // ----- E-mail and webhooks on their own threads -----
 
 /// A mail server that accepts connections and never says a word, so an SMTP client
-/// waits out its whole timeout; `release` hangs up on every connection it holds.
+/// waits out its whole timeout (or until the server hangs up, `hold` after accepting);
+/// `release` hangs up on every connection it holds.
 struct SilentMailServer {
     port: u16,
     accepted: Arc<std::sync::atomic::AtomicUsize>,
@@ -958,6 +962,10 @@ struct SilentMailServer {
 
 impl SilentMailServer {
     fn start() -> SilentMailServer {
+        SilentMailServer::holding(Duration::from_secs(3600))
+    }
+
+    fn holding(hold: Duration) -> SilentMailServer {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -971,11 +979,12 @@ impl SilentMailServer {
                 while !release.load(Ordering::SeqCst) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            held.push(stream);
+                            held.push((stream, std::time::Instant::now()));
                             accepted.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
+                    held.retain(|(_, at)| at.elapsed() < hold);
                 }
             })
         };
@@ -1033,6 +1042,56 @@ fn a_webhook_receiver_that_never_answers_does_not_hold_up_emails() {
     worker.stop();
     assert!(!worker.is_running());
     sink.stop();
+    drop(dir);
+}
+
+#[test]
+fn stopping_tells_the_email_thread_at_once_and_gives_back_waiting_webhooks() {
+    use std::sync::atomic::Ordering;
+    let rx = Receiver::start();
+    rx.set_default(Reply::slow(Duration::from_secs(60), 200));
+    // Each e-mail takes a second: the server hangs up on it then.
+    let mut mail = SilentMailServer::holding(Duration::from_secs(1));
+    let Env { dir, svc, merchant, .. } = real(|c| {
+        c.smtp =
+            Some(SmtpConfig { url: format!("smtp://127.0.0.1:{}", mail.port), from: "Shop <pay@shop.example>".into() });
+        c.webhook_timeout = Duration::from_secs(4);
+        c.delivery_concurrency = 1;
+    });
+    let svc = Arc::new(svc);
+    for _ in 0..6 {
+        svc.create_order(&merchant, &order(Some("alice@customer.example"), None)).expect("order with an e-mail");
+    }
+    // Two events for one sender: one is sent (and hangs), the other waits behind it.
+    let mut events = Vec::new();
+    for _ in 0..2 {
+        let paid = svc.create_order(&merchant, &order(None, Some(rx.url()))).expect("order with a webhook");
+        svc.simulate(&paid.order.order.order_id, &SimulateAction::Pay { amount: None, confirmed: true }).expect("pay");
+        events.extend(svc.order_events(&paid.order.order.order_id).expect("events"));
+    }
+    let mut worker = svc.start_delivery_worker(Duration::from_millis(50), 100).expect("start worker");
+    assert_eq!(rx.wait_for(1, WAIT).len(), 1, "a webhook went out");
+    let deadline = std::time::Instant::now() + WAIT;
+    while mail.accepted.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    worker.stop();
+    // The e-mail thread heard of the stop at once, not after the webhook's 4 s timeout,
+    // in which it would have started three more e-mails.
+    assert!(
+        mail.accepted.load(Ordering::SeqCst) <= 2,
+        "e-mails started after the stop: {}",
+        mail.accepted.load(Ordering::SeqCst)
+    );
+    // The event that waited behind the hung one is free again, its attempt not counted.
+    let waited: Vec<_> = events
+        .iter()
+        .map(|event| svc.event_deliveries(&event.order_id).expect("deliveries"))
+        .filter(|deliveries| deliveries.iter().all(|d| d.attempts == 0))
+        .collect();
+    assert_eq!(waited.len(), 1, "{waited:?}");
+    assert_eq!(rx.requests().len(), 1);
+    mail.release();
     drop(dir);
 }
 

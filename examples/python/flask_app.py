@@ -17,7 +17,9 @@ def request_target(req: Request) -> str:
     %2F or %3F stays one id. Flask's own `request.path` is decoded."""
     raw = req.environ.get("RAW_URI") or req.environ.get("REQUEST_URI")  # gunicorn, werkzeug
     if isinstance(raw, str) and raw.startswith("/"):
-        return raw
+        # An app mounted under a prefix (SCRIPT_NAME) is routed by its own path.
+        prefix = req.script_root
+        return raw[len(prefix) :] if prefix and raw.startswith(prefix + "/") else raw
     query = req.query_string.decode("latin-1")
     return quote(req.path, safe="/:@!$&'()*+,;=-._~") + (f"?{query}" if query else "")
 
@@ -31,8 +33,8 @@ def create_app(svc: coinorder.Service) -> Flask:
     @app.route("/pay/<path:rest>", methods=METHODS, provide_automatic_options=False)
     def coinorder_api(rest: str = "") -> Response:
         # request.headers, not dict(request.headers): a header sent twice stays twice.
-        # client: failed authentications are limited per address (behind a proxy, make
-        # remote_addr the customer's with werkzeug's ProxyFix).
+        # client: the TCP peer, for the per-address limit on failed authentications (a
+        # proxy on this host is read through its X-Forwarded-For, as `serve` reads it).
         answer = svc.handle(
             request.method, request_target(request), request.headers, request.get_data(), client=request.remote_addr
         )

@@ -501,7 +501,6 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
         Ok(body) => body,
         Err(refused) => return Answer::Close(refused),
     };
-    let client = client_address(client, &parts.headers);
     // A value with bytes beyond visible ASCII is passed on, not dropped: an `x-api-key`
     // such as `test_é` is a malformed key (401), not a missing one.
     let headers = parts
@@ -514,7 +513,7 @@ async fn answer_inner(shared: &Shared, client: IpAddr, request: Request<Incoming
         path: parts.uri.path_and_query().map_or("/", |target| target.as_str()).to_string(),
         headers,
         body,
-        client,
+        client: Some(client),
     };
     if is_openapi_request(&wire) {
         return Answer::Done(openapi_response());
@@ -576,24 +575,6 @@ fn head_bytes(request: &Request<Incoming>) -> usize {
     let line = request.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
     let headers: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + 2 + value.len() + 2).sum();
     line + headers + 2
-}
-
-/// The address failed authentications are counted under: the peer's; for a loopback
-/// peer (a reverse proxy on the same host, as the README recommends) the last address
-/// its `X-Forwarded-For` names, so that one client's failures do not lock out everyone
-/// behind the proxy; and none for a loopback peer that names no one (a process on this
-/// very host, which is inside the trust boundary anyway).
-fn client_address(peer: IpAddr, headers: &hyper::HeaderMap) -> Option<IpAddr> {
-    if !peer.is_loopback() {
-        return Some(peer);
-    }
-    headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|item| item.trim().parse::<IpAddr>().ok())
-        .next_back()
 }
 
 /// Reads the body, keeping at most what the wire layer needs to see that it is too large

@@ -62,6 +62,13 @@ impl Service {
                 in_flight += jobs.len();
                 pool.submit(jobs, in_flight);
             }
+            if stopped() {
+                // Stopping: the events no sender has taken yet are given back now, not
+                // left leased (unsent, and counted as attempted) until the lease runs out.
+                let withdrawn = pool.withdraw_waiting();
+                in_flight -= withdrawn.len();
+                self.release_unattempted(&token, &withdrawn);
+            }
             if in_flight == 0 {
                 // Nothing was due (or the limit or a stop was reached) and nothing is out.
                 return Ok(report);
@@ -72,6 +79,20 @@ impl Service {
                 self.record_attempts(&token, finished, &mut report)?;
             }
         }
+    }
+
+    /// Gives back the leases of `jobs`, whose attempts were never made. A lease that
+    /// cannot be given back (the database busy) runs out by itself, as before.
+    fn release_unattempted(&self, token: &str, jobs: &[Job]) {
+        if jobs.is_empty() {
+            return;
+        }
+        let _ = self.store.write_outbox(|db| {
+            for job in jobs {
+                db.release_unattempted(Outbox::Webhooks, &job.claimed.event_id, token)?;
+            }
+            Ok(())
+        });
     }
 
     /// Leases up to `size` due events (each sent by the next free sender: at most one
@@ -591,6 +612,13 @@ impl SenderPool {
             };
         }
         std::mem::take(&mut state.finished)
+    }
+}
+
+impl SenderPool {
+    /// Takes back the leased events no sender has taken yet.
+    fn withdraw_waiting(&self) -> Vec<Job> {
+        self.lock().queue.drain(..).collect()
     }
 }
 

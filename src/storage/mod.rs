@@ -465,6 +465,9 @@ dispatch! {
     /// Moves the due times later than `now` of the outbox's waiting messages back by
     /// `by_ms`: the clock was set back by as much.
     fn move_outbox_times_back(outbox: Outbox, environment: Environment, now: Timestamp, by_ms: i64) -> Result<()>;
+    /// Gives back the lease `lease_token` holds on a message whose attempt was never
+    /// made, uncounting that attempt. Returns whether the token still held it.
+    fn release_unattempted(outbox: Outbox, message_id: &str, lease_token: &str) -> Result<bool>;
     /// Puts a message back in its outbox, due now, with a fresh schedule. A lease held
     /// right now is kept: the attempt in flight finishes before anyone sends it again,
     /// and its finish then leaves the message pending and due as requeued.

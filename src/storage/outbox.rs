@@ -88,6 +88,21 @@ pub(super) fn lease_expired(alias: &str, now: &str) -> String {
     format!("{alias}.lease_until <= {now}")
 }
 
+/// The UPDATE, on either backend given its placeholders for the message's id and the
+/// lease token, that gives back a lease whose attempt was never made (a stopping
+/// worker's messages still waiting for a sender): the message is free at once, and the
+/// attempt its claim counted is uncounted, so its schedule does not move on for nothing.
+/// A message requeued meanwhile (`attempts` 0) stays as requeued.
+pub(super) fn release_unattempted_sql(t: &Table, id: &str, token: &str) -> String {
+    format!(
+        "UPDATE {name} SET lease_until = 0, lease_token = NULL,
+             attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+         WHERE {id_column} = {id} AND lease_token = {token}",
+        name = t.name,
+        id_column = t.id,
+    )
+}
+
 /// The `SET` list of a finished attempt, on either backend, given its placeholders for
 /// the settled state, the next due time, the error and the sent-at time (see
 /// [`settled_columns`]). The lease is released and the error kept in every case. A

@@ -8,7 +8,8 @@ use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
 use crate::storage::outbox::{
-    clock_set_back_sql, finished_attempt_assignments, lease_expired, next_due_sql, settled_columns, table, Table,
+    clock_set_back_sql, finished_attempt_assignments, lease_expired, next_due_sql, release_unattempted_sql,
+    settled_columns, table, Table,
 };
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
@@ -107,6 +108,11 @@ impl PgConn {
             &[&environment.as_str(), &now.as_millis(), &by_ms],
         )?;
         Ok(())
+    }
+
+    pub(crate) fn release_unattempted(&self, outbox: Outbox, message_id: &str, lease_token: &str) -> Result<bool> {
+        let sql = release_unattempted_sql(table(outbox), "$1", "$2");
+        Ok(self.execute(&sql, &[&message_id, &lease_token])? == 1)
     }
 
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {

@@ -10,7 +10,8 @@ use crate::environment::Environment;
 use crate::error::Result;
 use crate::mail::{Email, EmailState};
 use crate::storage::outbox::{
-    clock_set_back_sql, finished_attempt_assignments, lease_expired, next_due_sql, settled_columns, table, Table,
+    clock_set_back_sql, finished_attempt_assignments, lease_expired, next_due_sql, release_unattempted_sql,
+    settled_columns, table, Table,
 };
 use crate::storage::rows::{self, ATTEMPT_COLUMNS, CLAIMED_EVENT_COLUMNS, DELIVERY_COLUMNS, EMAIL_COLUMNS};
 use crate::storage::{AttemptResult, ClaimedEvent, DeliveryRow};
@@ -102,6 +103,11 @@ impl SqliteConn<'_> {
             named_params! {":environment": environment.as_str(), ":now": now.as_millis(), ":by": by_ms},
         )?;
         Ok(())
+    }
+
+    pub(crate) fn release_unattempted(&self, outbox: Outbox, message_id: &str, lease_token: &str) -> Result<bool> {
+        let sql = release_unattempted_sql(table(outbox), ":id", ":token");
+        Ok(self.execute(&sql, named_params! {":id": message_id, ":token": lease_token})? == 1)
     }
 
     pub(crate) fn requeue(&self, outbox: Outbox, message_id: &str, now: Timestamp) -> Result<bool> {
