@@ -251,12 +251,14 @@ coinorder_status coinorder_handle_with_headers(const struct coinorder_service *s
 /**
  * [`coinorder_handle_with_headers`] (`headers_json_out` is required here too) for a
  * request from `client_address`: the TCP peer's address as text (`"203.0.113.7"`,
- * `"2001:db8::1"`, with a port or zone too; NULL, empty or anything else that is not an
- * address: unknown). With it, failed authentications are limited per address (a burst
- * of 20, then 1 a second: `400 API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder
- * serve` limits them; without it, they are not limited. A loopback peer (a reverse
- * proxy on the same host) is counted under the last address of the request's
- * `X-Forwarded-For`, and not at all without one.
+ * `"2001:db8::1"`, with a port or zone too; empty for a unix socket's peer, which is
+ * this host; NULL or anything else that is not an address: unknown). With it, failed
+ * authentications are limited per address (a burst of 20, then 1 a second: `400
+ * API_LIMIT_EXCEEDED` with `retry-after`), as `coinorder serve` limits them; without
+ * it, they are not limited. A peer on this host (a reverse proxy) is counted under the
+ * address its `X-Forwarded-For` ends with, and not at all without one; a proxy on
+ * another host must pass the customer's address here instead, or one client's bad keys
+ * hold back every client behind it.
  */
 coinorder_status coinorder_handle_from(const struct coinorder_service *service,
                                        const char *client_address,

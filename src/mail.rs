@@ -177,6 +177,19 @@ pub(crate) fn send_one(transport: &SmtpTransport, from: &str, email: &Email) -> 
     })
 }
 
+/// Whether an SMTP reply's text holds an enhanced status code (RFC 3463) saying the
+/// recipient's mailbox does not exist: 5.1.1 (bad mailbox), 5.1.2 (bad system), 5.1.3
+/// (bad address syntax), 5.1.6 (moved), 5.1.10 (null MX). Every other permanent refusal
+/// (a relay that wants a login, a sender or policy refusal, a full mailbox, a reply
+/// without such a code) may pass once the mail server or its settings change, so it is
+/// retried on the schedule.
+fn names_a_mailbox_that_is_not(reply: &str) -> bool {
+    const NO_SUCH_MAILBOX: [&str; 5] = ["5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10"];
+    reply
+        .split(|c: char| c.is_whitespace() || matches!(c, ':' | ',' | ';' | '(' | ')'))
+        .any(|word| NO_SUCH_MAILBOX.contains(&word))
+}
+
 /// `address` with its domain in ASCII (IDNA: `shöp.example` → `xn--shp-tna.example`), so
 /// that a mail server without SMTPUTF8 (RFC 6531) takes it when its local part is
 /// ASCII; an address whose domain does not convert is left as it is.
@@ -214,7 +227,7 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
         .multipart(body)
         .map_err(|e| retry(format!("cannot build message: {e}")))?;
     transport.send(&message).map(|_| ()).map_err(|e| {
-        let refused_address = e.is_permanent() && matches!(e.status().map(u16::from), Some(550 | 551 | 553));
+        let refused_address = e.is_permanent() && names_a_mailbox_that_is_not(&e.to_string());
         if !recipient.is_ascii() && e.is_client() && e.to_string().contains("SMTPUTF8") {
             // lettre refuses, before sending a byte, a non-ASCII address to a server that
             // does not announce SMTPUTF8; that server never will for a retry.
@@ -222,10 +235,8 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
                 "not sent: the mail server does not take addresses with non-ASCII characters (no SMTPUTF8): {e}"
             ))
         } else if refused_address {
-            // RFC 5321's permanent refusals of the mailbox itself (no such user, not
-            // local, name not allowed): like a webhook's 410, asking again changes nothing.
-            // Other 5xx (a full mailbox, a policy, the relay's own authentication) are
-            // retried, since the server or its settings may change.
+            // The mailbox itself does not exist: like a webhook's 410, asking again
+            // changes nothing.
             NotSent::Never(format!("not sent: the mail server refused the address: {e}"))
         } else {
             retry(format!("SMTP: {e}"))

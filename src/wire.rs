@@ -85,17 +85,32 @@ impl WireRequest {
     /// out everyone behind the proxy; and none for a loopback peer that names no one (a
     /// process on this very host, which is inside the trust boundary anyway). Only a
     /// loopback peer is believed: anyone else could name any address.
+    ///
+    /// The forwarded list is read from its end, where the proxies append: past the
+    /// addresses of this host (a second proxy here), the first is the one counted. One
+    /// that does not read as an address (`unknown`, an empty item) ends the reading with
+    /// nothing counted: an address written further left is the client's own say.
     fn counted_client(&self) -> Option<std::net::IpAddr> {
-        let peer = self.client?;
+        let peer = self.client?.to_canonical();
         if !peer.is_loopback() {
             return Some(peer);
         }
-        self.headers
+        let forwarded: Vec<&str> = self
+            .headers
             .iter()
             .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-for"))
             .flat_map(|(_, value)| value.split(','))
-            .filter_map(|item| item.trim().parse::<std::net::IpAddr>().ok())
-            .next_back()
+            .collect();
+        for item in forwarded.into_iter().rev() {
+            if item.trim().is_empty() {
+                return None;
+            }
+            match client_address(item) {
+                Some(address) if address.is_loopback() => continue,
+                found => return found,
+            }
+        }
+        None
     }
 
     /// Adds a header.
@@ -497,18 +512,24 @@ impl<'de> serde::Deserialize<'de> for JsonMembers {
 
 /// A client's address as a host's HTTP server gives it: an IP address, with a port
 /// (`203.0.113.7:5000`, `[2001:db8::1]:443`) or an IPv6 zone (`fe80::1%eth0`) left
-/// out; `None` for anything else (an empty value, a unix socket's, a test client's
-/// name), which leaves the request's failed authentications uncounted.
+/// out, and an IPv4 address mapped into IPv6 (`::ffff:127.0.0.1`, what a dual-stack
+/// listener sees) as the IPv4 one. An empty value, a unix socket's peer, is this host:
+/// `127.0.0.1`. `None` for anything else (a test client's name), which leaves the
+/// request's failed authentications uncounted.
 pub fn client_address(text: &str) -> Option<std::net::IpAddr> {
     let text = text.trim();
-    if let Ok(address) = text.parse::<std::net::IpAddr>() {
-        return Some(address);
+    if text.is_empty() {
+        return Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     }
-    if let Ok(socket) = text.parse::<std::net::SocketAddr>() {
-        return Some(socket.ip());
-    }
-    let unzoned = text.trim_start_matches('[').split(['%', ']']).next()?;
-    unzoned.parse::<std::net::Ipv6Addr>().ok().map(std::net::IpAddr::V6)
+    let address = text
+        .parse::<std::net::IpAddr>()
+        .or_else(|_| text.parse::<std::net::SocketAddr>().map(|socket| socket.ip()))
+        .ok()
+        .or_else(|| {
+            let unzoned = text.trim_start_matches('[').split(['%', ']']).next()?;
+            unzoned.parse::<std::net::Ipv6Addr>().ok().map(std::net::IpAddr::V6)
+        })?;
+    Some(address.to_canonical())
 }
 
 /// The rule a body nested deeper than serde_json reads breaks: it reads at most 127

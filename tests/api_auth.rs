@@ -485,6 +485,27 @@ fn behind_a_proxy_on_this_host_the_forwarded_address_is_counted() {
     // Other customers behind the same proxy are not held back.
     assert_eq!(h.svc.handle(&via_proxy(Some("203.0.113.10"), &h.key)).status, 200);
     assert_eq!(h.svc.handle(&via_proxy(None, &h.key)).status, 200);
+    // A dual-stack listener's view of the same proxy is the same proxy.
+    let mapped = |forwarded: &str| {
+        WireRequest::new("GET", "/v1/orders")
+            .header("x-api-key", &wrong)
+            .header("X-Forwarded-For", forwarded)
+            .client("::ffff:127.0.0.1".parse().expect("ip"))
+    };
+    assert_error(&h.svc.handle(&mapped("203.0.113.12")), 401, "Unauthorized");
+    assert_error(&h.svc.handle(&mapped("203.0.113.12")), 401, "Unauthorized");
+    assert_error(&h.svc.handle(&mapped("203.0.113.12")), 400, "API_LIMIT_EXCEEDED");
+    // A second proxy on this host is passed over; an item that is not an address ends
+    // the reading, so what the client wrote to its left is never believed.
+    for _ in 0..2 {
+        assert_error(&h.svc.handle(&via_proxy(Some("203.0.113.13, 127.0.0.1"), &wrong)), 401, "Unauthorized");
+    }
+    assert_error(&h.svc.handle(&via_proxy(Some("203.0.113.13"), &wrong)), 400, "API_LIMIT_EXCEEDED");
+    for spoofed in ["203.0.113.9, unknown", "203.0.113.9, "] {
+        for _ in 0..4 {
+            assert_error(&h.svc.handle(&via_proxy(Some(spoofed), &wrong)), 401, "Unauthorized");
+        }
+    }
     // A peer that is not on this host cannot name someone else.
     let direct = from("198.51.100.3", &wrong).header("X-Forwarded-For", "203.0.113.11");
     assert_error(&h.svc.handle(&direct), 401, "Unauthorized");
@@ -501,7 +522,11 @@ fn client_addresses_as_host_servers_give_them() {
     assert_eq!(client_address("203.0.113.7:5000"), ip("203.0.113.7"));
     assert_eq!(client_address("[2001:db8::1]:443"), ip("2001:db8::1"));
     assert_eq!(client_address("fe80::1%eth0"), ip("fe80::1"));
-    for unknown in ["", "testclient", "b''", "unix:/run/app.sock", "203.0.113.300"] {
+    // What a dual-stack listener sees of an IPv4 peer is that peer.
+    assert_eq!(client_address("::ffff:127.0.0.1"), ip("127.0.0.1"));
+    // A unix socket's peer (gunicorn's empty REMOTE_ADDR) is on this host.
+    assert_eq!(client_address(""), ip("127.0.0.1"));
+    for unknown in ["testclient", "b''", "unix:/run/app.sock", "203.0.113.300"] {
         assert_eq!(client_address(unknown), None, "{unknown:?}");
     }
 }

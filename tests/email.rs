@@ -214,6 +214,22 @@ fn a_refusal_that_echoes_the_address_is_recorded_without_it() {
 }
 
 #[test]
+fn a_relay_that_refuses_to_relay_is_asked_again_on_the_schedule() {
+    // 550 5.7.1: the relay's settings (a login, the sender) may be fixed meanwhile.
+    let mut sink = SmtpSink::start();
+    let h = harness(smtp(sink.url()));
+    let mut body = order_body("mug-relay");
+    body["customer_email"] = json!("relaydenied@customer.example");
+    let (order_id, _) = create(&h, &body);
+    let report = h.svc.send_due_emails(100).expect("send");
+    assert_eq!((report.attempted, report.retrying, report.failed), (1, 1, 0), "{report:?}");
+    let email = &h.svc.emails(Some(&order_id), 10).expect("emails")[0];
+    assert_eq!((email.state, email.attempts), (EmailState::Pending, 1));
+    assert!(email.last_error.as_deref().unwrap_or_default().contains("5.7.1 Relaying denied"), "{email:?}");
+    sink.stop();
+}
+
+#[test]
 fn an_exhausted_schedule_fails_the_email() {
     let mut sink = SmtpSink::start();
     let url = sink.url();

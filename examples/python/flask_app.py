@@ -1,7 +1,7 @@
 """coinorder's HTTP API (/v1/...) and hosted payment page (/pay) mounted in a Flask app."""
 
 import sys
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from flask import Flask, Request, Response, request
 
@@ -17,9 +17,13 @@ def request_target(req: Request) -> str:
     %2F or %3F stays one id. Flask's own `request.path` is decoded."""
     raw = req.environ.get("RAW_URI") or req.environ.get("REQUEST_URI")  # gunicorn, werkzeug
     if isinstance(raw, str) and raw.startswith("/"):
-        # An app mounted under a prefix (SCRIPT_NAME) is routed by its own path.
-        prefix = req.script_root
-        return raw[len(prefix) :] if prefix and raw.startswith(prefix + "/") else raw
+        # An app mounted under a prefix (SCRIPT_NAME) is routed by its own path: the raw
+        # path's tail that reads as request.path, found at a "/" of the raw path.
+        raw_path, mark, raw_query = raw.partition("?")
+        if unquote(raw_path) == req.script_root + req.path:
+            for at in (i for i, c in enumerate(raw_path) if c == "/"):
+                if unquote(raw_path[:at]) == req.script_root:
+                    return raw_path[at:] + mark + raw_query
     query = req.query_string.decode("latin-1")
     return quote(req.path, safe="/:@!$&'()*+,;=-._~") + (f"?{query}" if query else "")
 

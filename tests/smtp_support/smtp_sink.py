@@ -11,7 +11,9 @@ free port), then one line per message accepted:
    "login": <the authenticated user or null>}
 
 A recipient whose local part starts with "rejected" is refused as real servers refuse an
-unknown mailbox, echoing the address: "550 5.1.1 <address>: Recipient address rejected".
+unknown mailbox, echoing the address: "550 5.1.1 <address>: Recipient address rejected";
+one starting with "relaydenied" as a relay refuses a sender it does not know:
+"550 5.7.1 Relaying denied".
 
 With --auth, AUTH PLAIN/LOGIN is offered (also without TLS: this is a test sink) and only
 that user and password are accepted. It runs until its stdin is closed, or it is killed.
@@ -40,6 +42,8 @@ class Sink:
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address.startswith("rejected"):
             return f"550 5.1.1 <{address}>: Recipient address rejected"
+        if address.startswith("relaydenied"):
+            return "550 5.7.1 Relaying denied"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
