@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 
 import coinorder
 
-# The Flask example is imported by test_flask.py as the module `flask_app`.
+# The examples are imported by their tests as modules (`flask_app`, `asgi_app`).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "python"))
 
 # Each example of a property test is a database write or two: no deadline (CI machines vary),
