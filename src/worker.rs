@@ -32,8 +32,8 @@ struct Control {
 struct Stats {
     runs: u64,
     failures: u64,
-    last_error: Option<String>,
-    last_error_at: Option<Instant>,
+    /// When the most recent failed run ended, and its message.
+    last_failure: Option<(Instant, String)>,
 }
 
 #[derive(Debug, Default)]
@@ -232,10 +232,7 @@ impl Worker {
 
     /// The most recent failed run of this worker or its companion: when, and its message.
     fn last_failure(&self) -> Option<(Instant, String)> {
-        let own = {
-            let stats = lock(&self.shared.stats);
-            stats.last_error_at.zip(stats.last_error.clone())
-        };
+        let own = lock(&self.shared.stats).last_failure.clone();
         let companion = self.companion.as_ref().and_then(|companion| companion.last_failure());
         match (own, companion) {
             (Some(own), Some(companion)) => Some(if companion.0 > own.0 { companion } else { own }),
@@ -270,8 +267,7 @@ where
             stats.runs += 1;
             if let Some(message) = failure {
                 stats.failures += 1;
-                stats.last_error = Some(message);
-                stats.last_error_at = Some(Instant::now());
+                stats.last_failure = Some((Instant::now(), message));
             }
         }
         if !wait(shared, sooner.map_or(interval, |pause| pause.clamp(MIN_INTERVAL, interval))) {
