@@ -32,8 +32,9 @@ pub struct WireRequest {
     /// The client's network address, when the server knows it: the TCP peer. Failed
     /// authentications are limited per address ([`crate::Config::failed_auth_limit`]);
     /// for a loopback peer (a reverse proxy on the same host) they count under the last
-    /// address its `X-Forwarded-For` names, and not at all when it names none (a process
-    /// on this very host). `None` skips the limit (a host that limits elsewhere).
+    /// address its `X-Forwarded-For` names that is not this host's, and not at all when
+    /// it names none (a process on this very host). `None` skips the limit (a host that
+    /// limits elsewhere).
     pub client: Option<std::net::IpAddr>,
 }
 
@@ -95,13 +96,13 @@ impl WireRequest {
         if !peer.is_loopback() {
             return Some(peer);
         }
-        let forwarded: Vec<&str> = self
+        let forwarded_from_the_end = self
             .headers
             .iter()
+            .rev()
             .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-for"))
-            .flat_map(|(_, value)| value.split(','))
-            .collect();
-        for item in forwarded.into_iter().rev() {
+            .flat_map(|(_, value)| value.rsplit(','));
+        for item in forwarded_from_the_end {
             if item.trim().is_empty() {
                 return None;
             }
