@@ -204,8 +204,7 @@ fn with_ascii_domain(address: &str) -> String {
 }
 
 fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> std::result::Result<(), NotSent> {
-    let retry = |reason: String| NotSent::Retry(reason);
-    let from: Mailbox = from.parse().map_err(|e| retry(format!("bad sender: {e}")))?;
+    let from: Mailbox = from.parse().map_err(|e| NotSent::Retry(format!("bad sender: {e}")))?;
     let recipient = with_ascii_domain(&email.recipient);
     let to: Mailbox = recipient.parse().map_err(|e| NotSent::Never(format!("bad recipient: {e}")))?;
     // The boundary and the Message-ID are ours rather than lettre's: lettre draws both from
@@ -214,7 +213,7 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
     // The Message-ID is the e-mail's own id, the same on every retry, so a mail system
     // that sees a retry of a message it took can drop it.
     let content_type = ContentType::parse(&format!("multipart/alternative; boundary=\"{}\"", keys::random_id(40)))
-        .map_err(|e| retry(format!("cannot build message: {e}")))?;
+        .map_err(|e| NotSent::Retry(format!("cannot build message: {e}")))?;
     let body = MultiPart::builder()
         .header(content_type)
         .singlepart(SinglePart::plain(email.text_body.clone()))
@@ -225,7 +224,7 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
         .to(to)
         .subject(email.subject.clone())
         .multipart(body)
-        .map_err(|e| retry(format!("cannot build message: {e}")))?;
+        .map_err(|e| NotSent::Retry(format!("cannot build message: {e}")))?;
     transport.send(&message).map(|_| ()).map_err(|e| {
         let refused_address = e.is_permanent() && names_a_mailbox_that_is_not(&e.to_string());
         if !recipient.is_ascii() && e.is_client() && e.to_string().contains("SMTPUTF8") {
@@ -239,7 +238,7 @@ fn send_with_addresses(transport: &SmtpTransport, from: &str, email: &Email) -> 
             // changes nothing.
             NotSent::Never(format!("not sent: the mail server refused the address: {e}"))
         } else {
-            retry(format!("SMTP: {e}"))
+            NotSent::Retry(format!("SMTP: {e}"))
         }
     })
 }
