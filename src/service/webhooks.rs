@@ -598,6 +598,11 @@ impl SenderPool {
         self.shared.work.notify_all();
     }
 
+    /// Takes back the leased events no sender has taken yet.
+    fn withdraw_waiting(&self) -> Vec<Job> {
+        self.lock().queue.drain(..).collect()
+    }
+
     /// The attempts finished since the last call; waits up to `patience` for one.
     fn wait_finished(&self, patience: Duration) -> Vec<Finished> {
         if self.threads.is_empty() {
@@ -612,13 +617,6 @@ impl SenderPool {
             };
         }
         std::mem::take(&mut state.finished)
-    }
-}
-
-impl SenderPool {
-    /// Takes back the leased events no sender has taken yet.
-    fn withdraw_waiting(&self) -> Vec<Job> {
-        self.lock().queue.drain(..).collect()
     }
 }
 
