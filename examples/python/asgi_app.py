@@ -1,9 +1,15 @@
 """coinorder's HTTP API (/v1/...) and hosted payment page (/pay) as a plain ASGI app.
 
-Serve it with any ASGI server (`uvicorn --factory asgi_app:from_environment`), or mount `make_app(svc)` under
+Serve it with any ASGI server (`uvicorn --factory --no-proxy-headers
+asgi_app:from_environment`), or mount `make_app(svc)` under
 /v1 and /pay in Starlette or FastAPI. No framework is needed: the request goes to
 `Service.handle` as it came, and the call runs on a worker thread, so the event loop
 keeps serving other requests while a write waits for the database.
+
+`scope["client"]` must be the TCP peer: coinorder reads a proxy's X-Forwarded-For itself
+(only from a peer on this host, from its end). uvicorn's own proxy-header handling
+replaces the peer with an address the header names, and with `--forwarded-allow-ips '*'`
+with the leftmost one, which the client wrote: turn it off (`--no-proxy-headers`).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ def make_app(svc: coinorder.Service) -> App:
 
 
 def from_environment() -> App:
-    """`uvicorn --factory asgi_app:from_environment`: a sandbox over the database named by
+    """`uvicorn --factory --no-proxy-headers asgi_app:from_environment`: a sandbox over the database named by
     COINORDER_DB (default shop.db), with expiry, webhooks and e-mails in the background."""
     svc = coinorder.Service.open(os.environ.get("COINORDER_DB", "shop.db"))
     svc.start_workers()
